@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Creates .venv with Python 3.11 and installs Reflex with its dev tools. Idempotent: a venv whose
+# pyproject.toml stamp matches is reused. Python 3.11 because bytewax 0.21.1 has no 3.13 wheels.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+find_python() {
+  for candidate in python3.11 python3.12 "$HOME/.pyenv/versions/3.11.7/bin/python3.11" python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+      "$candidate" -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] <= (3, 12) else 1)'; then
+      command -v "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+stamp=".venv/.reflex-installed"
+wanted="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
+  exit 0
+fi
+python=$(find_python) || {
+  echo "setup_venv: need Python 3.11 or 3.12 (bytewax 0.21.1 has no wheels for newer)." >&2
+  exit 1
+}
+if ! "$python" -c 'import venv, ensurepip' 2>/dev/null; then
+  apt-get update -q && apt-get install -y -q python3-venv
+fi
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev]'
+echo "$wanted" >"$stamp"

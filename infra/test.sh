@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: venv, apt packages, the InfluxDB build, lint, pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+infra/setup_venv.sh
+infra/apt_packages.sh
+# Tests need the real InfluxDB; build it now (cached by version) so the fixture finds it.
+REFLEX_INFLUXD="$(infra/build_influxdb.sh)"
+export REFLEX_INFLUXD
+.venv/bin/ruff check .
+.venv/bin/mypy .
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "test.sh: pytest collected no tests; that is a failure here, not a pass." >&2
+  exit 1
+fi
+exit "$rc"

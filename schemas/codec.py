@@ -1,0 +1,289 @@
+"""Typed points to InfluxDB line protocol and back, checked against the schema.
+
+Every point that leaves a collector or a flow passes :func:`validate`. It catches what
+influxdb-client would otherwise swallow (a NaN field is silently dropped there) or what the
+server would reject later (a field changing type), and names the measurement and field.
+
+>>> from schemas.codec import Point, encode, decode
+>>> p = Point("gpu", {"cluster": "c1", "node": "n 1", "gpu": "0", "profile": "h100-sxm5-80gb"},
+...           {"power_watts": 512.5, "sm_clock_mhz": 1980}, 1_700_000_000_000_000_000)
+>>> print(encode(p).replace(" power", "\\n   power"))
+gpu,cluster=c1,gpu=0,node=n\\ 1,profile=h100-sxm5-80gb
+   power_watts=512.5,sm_clock_mhz=1980i 1700000000000000000
+>>> line = encode(p)
+>>> decode(line) == p
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from schemas.contract import Schema, load_schema
+
+FieldValue = float | int | bool | str
+
+
+class PointError(ValueError):
+    """A point breaks the contract. ``measurement`` and ``field`` say where."""
+
+    def __init__(self, reason: str, measurement: str = "", field: str = "") -> None:
+        where = ".".join(part for part in (measurement, field) if part)
+        super().__init__(f"{where}: {reason}" if where else reason)
+        self.reason, self.measurement, self.field = reason, measurement, field
+
+
+@dataclass(frozen=True)
+class Point:
+    measurement: str
+    tags: Mapping[str, str]
+    fields: Mapping[str, FieldValue]
+    time_ns: int
+
+
+def validate(point: Point, schema: Schema | None = None) -> Point:
+    """Returns ``point`` with int values in float fields made floats; raises PointError."""
+    schema = schema or load_schema()
+    name = point.measurement
+    if name not in schema.measurements:
+        raise PointError("undeclared measurement", name)
+    spec = schema.measurements[name]
+    for tag in spec.tags:
+        value = point.tags.get(tag)
+        if not isinstance(value, str) or not value:
+            raise PointError("missing or empty tag", name, tag)
+        if "\n" in value or "\r" in value or value.endswith("\\"):
+            raise PointError(f"tag value {value!r} cannot be written in line protocol", name, tag)
+    for tag in point.tags:
+        if tag not in spec.tags:
+            raise PointError("undeclared tag", name, tag)
+    if not point.fields:
+        raise PointError("a point needs at least one field", name)
+    fields: dict[str, FieldValue] = {}
+    for key, value in point.fields.items():
+        declared = spec.fields.get(key)
+        if declared is None:
+            raise PointError("undeclared field", name, key)
+        fields[key] = _checked_value(value, declared.type, name, key)
+    if not isinstance(point.time_ns, int) or isinstance(point.time_ns, bool) or point.time_ns < 0:
+        raise PointError(f"timestamp {point.time_ns!r} is not a non-negative int of ns", name)
+    return Point(name, dict(point.tags), fields, point.time_ns)
+
+
+def _checked_value(value: object, declared: str, measurement: str, key: str) -> FieldValue:
+    if declared == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise PointError(f"expected float, got {type(value).__name__}", measurement, key)
+        if not math.isfinite(value):
+            raise PointError(f"{value!r} is not finite (InfluxDB would drop it)", measurement, key)
+        return float(value)
+    if declared == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PointError(f"expected int, got {type(value).__name__}", measurement, key)
+        if not -(2**63) <= value < 2**63:
+            raise PointError(f"{value} does not fit a signed 64-bit int", measurement, key)
+        return value
+    if declared == "bool":
+        if not isinstance(value, bool):
+            raise PointError(f"expected bool, got {type(value).__name__}", measurement, key)
+        return value
+    if not isinstance(value, str):
+        raise PointError(f"expected string, got {type(value).__name__}", measurement, key)
+    if "\n" in value or "\r" in value:
+        raise PointError("string values cannot hold line breaks", measurement, key)
+    return value
+
+
+def _escape_key(text: str) -> str:
+    return text.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
+
+
+def _escape_measurement(text: str) -> str:
+    return text.replace("\\", "\\\\").replace(",", "\\,").replace(" ", "\\ ")
+
+
+def _format_value(value: FieldValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value}i"
+    if isinstance(value, float):
+        return repr(value)
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def encode(point: Point, schema: Schema | None = None) -> str:
+    """One line of line protocol for a point, after validating it."""
+    point = validate(point, schema)
+    head = _escape_measurement(point.measurement)
+    tags = "".join(
+        f",{_escape_key(key)}={_escape_key(point.tags[key])}" for key in sorted(point.tags)
+    )
+    fields = ",".join(f"{_escape_key(key)}={_format_value(v)}" for key, v in point.fields.items())
+    return f"{head}{tags} {fields} {point.time_ns}"
+
+
+def encode_many(points: Iterable[Point], schema: Schema | None = None) -> str:
+    return "".join(encode(point, schema) + "\n" for point in points)
+
+
+# ---- decoding -------------------------------------------------------------------------------
+
+
+def _split_escaped(
+    text: str, separator: str, *, quotes: bool = False, limit: int = -1
+) -> list[str]:
+    """Splits on ``separator`` outside backslash escapes (and outside "..." when ``quotes``)."""
+    parts: list[str] = []
+    current: list[str] = []
+    index, quoted = 0, False
+    while index < len(text):
+        char = text[index]
+        if char == "\\" and index + 1 < len(text):
+            current.append(text[index : index + 2])
+            index += 2
+            continue
+        if quotes and char == '"':
+            quoted = not quoted
+        if char == separator and not quoted and (limit < 0 or len(parts) < limit):
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        index += 1
+    if quoted:
+        raise PointError("unterminated string value")
+    parts.append("".join(current))
+    return parts
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out, index = [], 0
+    while index < len(text):
+        if text[index] == "\\" and index + 1 < len(text) and text[index + 1] in ' ,="\\':
+            out.append(text[index + 1])
+            index += 2
+        else:
+            out.append(text[index])
+            index += 1
+    return "".join(out)
+
+
+def _parse_value(raw: str, key: str) -> FieldValue:
+    if raw.startswith('"'):
+        if len(raw) < 2 or not raw.endswith('"'):
+            raise PointError(f"bad string value {raw!r}", field=key)
+        return _unescape(raw[1:-1])
+    if raw in ("t", "T", "true", "True", "TRUE"):
+        return True
+    if raw in ("f", "F", "false", "False", "FALSE"):
+        return False
+    try:
+        if raw.endswith("i"):
+            return int(raw[:-1])
+        if raw.endswith("u"):
+            return int(raw[:-1])
+        return float(raw)
+    except ValueError:
+        raise PointError(f"bad value {raw!r}", field=key) from None
+
+
+def _parse_pairs(section: str, *, values: bool) -> dict:
+    out: dict = {}
+    for pair in _split_escaped(section, ",", quotes=values):
+        kv = _split_escaped(pair, "=", quotes=values, limit=1)
+        if len(kv) != 2 or not kv[0]:
+            raise PointError(f"bad key=value {pair!r}")
+        key = _unescape(kv[0])
+        out[key] = _parse_value(kv[1], key) if values else _unescape(kv[1])
+    return out
+
+
+def decode(line: str, schema: Schema | None = None) -> Point:
+    """Parses one line of line protocol into a validated Point; raises PointError."""
+    line = line.rstrip("\n")
+    if not line or line.isspace():
+        raise PointError("empty line")
+    if "\\" not in line and '"' not in line:
+        sections = line.split(" ")  # fast path: nothing escaped or quoted
+    else:
+        sections = _split_escaped(line, " ", quotes=True)
+    if len(sections) not in (2, 3):
+        raise PointError(f"expected 'measurement,tags fields [time]', got {len(sections)} sections")
+    head = _split_escaped(sections[0], ",", limit=1)
+    measurement = _unescape(head[0])
+    try:
+        tags = _parse_pairs(head[1], values=False) if len(head) > 1 else {}
+        fields = _parse_pairs(sections[1], values=True)
+    except PointError as error:
+        raise PointError(error.reason, measurement, error.field) from None
+    if len(sections) == 3:
+        try:
+            time_ns = int(sections[2])
+        except ValueError:
+            raise PointError(f"bad timestamp {sections[2]!r}", measurement) from None
+    else:
+        raise PointError(
+            "a timestamp is required (Reflex never relies on server time)", measurement
+        )
+    return validate(_coerce(Point(measurement, tags, fields, time_ns), schema), schema)
+
+
+def _coerce(point: Point, schema: Schema | None) -> Point:
+    """Line protocol writes 1.0 as ``1`` only for floats; make such values match the schema."""
+    schema = schema or load_schema()
+    spec = schema.measurements.get(point.measurement)
+    if spec is None:
+        return point
+    fields = dict(point.fields)
+    for key, value in fields.items():
+        declared = spec.fields.get(key)
+        if (
+            declared is not None
+            and declared.type == "float"
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+        ):
+            fields[key] = float(value)
+    return Point(point.measurement, point.tags, fields, point.time_ns)
+
+
+@dataclass
+class DecodeReport:
+    """What :func:`decode_lines` rejected, by reason: counted, never silently dropped."""
+
+    accepted: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+    examples: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def rejected_total(self) -> int:
+        return sum(self.rejected.values())
+
+    def reject(self, line_number: int, error: PointError) -> None:
+        self.rejected[error.reason] = self.rejected.get(error.reason, 0) + 1
+        if len(self.examples) < 20:
+            self.examples.append((line_number, str(error)))
+
+
+def decode_lines(
+    lines: Iterable[str], report: DecodeReport, schema: Schema | None = None
+) -> Iterator[Point]:
+    """Decodes many lines, counting each bad one in ``report`` instead of raising."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            point = decode(line, schema)
+        except PointError as error:
+            report.reject(number, error)
+            continue
+        except Exception as error:
+            report.reject(number, PointError(f"unparseable: {type(error).__name__}"))
+            continue
+        report.accepted += 1
+        yield point

@@ -1,0 +1,112 @@
+"""The declared measurements, tags and fields: the contract everything else obeys.
+
+The tables live in ``measurements.csv`` and ``fields.csv`` beside this file. Loading them
+rejects duplicate names, unknown types and kinds, and tag/field name clashes, so a bad edit
+fails at import in every test rather than at write time in production.
+
+>>> schema = load_schema()
+>>> schema.field("gpu", "power_watts").unit
+'watts'
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+TYPES = ("float", "int", "bool", "string")
+KINDS = ("gauge", "counter", "bitmask", "event", "info")
+_HERE = Path(__file__).parent
+
+
+class SchemaError(ValueError):
+    """The schema tables themselves are inconsistent."""
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    measurement: str
+    name: str
+    type: str
+    unit: str
+    kind: str
+    help: str
+
+
+@dataclass(frozen=True)
+class MeasurementSpec:
+    name: str
+    tags: tuple[str, ...]
+    help: str
+    fields: dict[str, FieldSpec]
+
+
+@dataclass(frozen=True)
+class Schema:
+    measurements: dict[str, MeasurementSpec]
+
+    def measurement(self, name: str) -> MeasurementSpec:
+        try:
+            return self.measurements[name]
+        except KeyError:
+            raise KeyError(f"undeclared measurement {name!r}") from None
+
+    def field(self, measurement: str, name: str) -> FieldSpec:
+        spec = self.measurement(measurement)
+        try:
+            return spec.fields[name]
+        except KeyError:
+            raise KeyError(f"undeclared field {measurement}.{name}") from None
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def parse_schema(
+    measurement_rows: list[dict[str, str]], field_rows: list[dict[str, str]]
+) -> Schema:
+    """Builds a Schema from table rows, rejecting every inconsistency it can see."""
+    tags: dict[str, tuple[str, ...]] = {}
+    helps: dict[str, str] = {}
+    for row in measurement_rows:
+        name = row["measurement"].strip()
+        if name in tags:
+            raise SchemaError(f"measurement {name!r} is declared twice")
+        declared = tuple(row["tags"].split())
+        if len(set(declared)) != len(declared):
+            raise SchemaError(f"measurement {name!r} declares a tag twice")
+        tags[name], helps[name] = declared, row["help"]
+    fields: dict[str, dict[str, FieldSpec]] = {name: {} for name in tags}
+    for row in field_rows:
+        spec = FieldSpec(
+            **{key if key != "field" else "name": value.strip() for key, value in row.items()}
+        )
+        where = f"{spec.measurement}.{spec.name}"
+        if spec.measurement not in tags:
+            raise SchemaError(f"field {where} belongs to an undeclared measurement")
+        if spec.name in fields[spec.measurement]:
+            raise SchemaError(f"field {where} is declared twice")
+        if spec.name in tags[spec.measurement]:
+            raise SchemaError(f"field {where} has the name of one of its tags")
+        if spec.type not in TYPES:
+            raise SchemaError(f"field {where} has unknown type {spec.type!r}")
+        if spec.kind not in KINDS:
+            raise SchemaError(f"field {where} has unknown kind {spec.kind!r}")
+        if not spec.unit or not spec.help:
+            raise SchemaError(f"field {where} needs a unit and a help text")
+        fields[spec.measurement][spec.name] = spec
+    for name, declared in fields.items():
+        if not declared:
+            raise SchemaError(f"measurement {name!r} declares no field")
+    return Schema(
+        {name: MeasurementSpec(name, tags[name], helps[name], fields[name]) for name in tags}
+    )
+
+
+@cache
+def load_schema(directory: Path = _HERE) -> Schema:
+    return parse_schema(_rows(directory / "measurements.csv"), _rows(directory / "fields.csv"))
