@@ -3,7 +3,12 @@
 # Why from source: no registry reachable here ships an influxd binary (see shared/notes/influxdb.md).
 # Usage: infra/build_influxdb.sh            -> prints the path of the cached binary
 # Env:   REFLEX_INFLUXDB_VERSION (default 2.9.1), REFLEX_CACHE (default ~/.cache/reflex)
+# The whole body sits in main(), called on the last line: bash then parses the file before
+# running any of it, so editing this script during a 30-minute build cannot break that build
+# (it did once: "syntax error near unexpected token" after the compile had finished).
 set -euo pipefail
+
+main() {
 
 version="${REFLEX_INFLUXDB_VERSION:-2.9.1}"
 cache="${REFLEX_CACHE:-$HOME/.cache/reflex}"
@@ -17,8 +22,11 @@ if [ -x "$binary" ]; then
 fi
 mkdir -p "$cache" "$work"
 : >"$log"
+began=$(date +%s)
 
 step() { echo "[build-influxdb $(date +%H:%M:%S)] $*" | tee -a "$log" >&2; }
+# The newest line of the compiler's own output, for the progress line (never our own lines).
+last_build_line() { grep -v '^\[build-influxdb ' "$log" | tail -n 1 | cut -c1-120 || true; }
 fail() {
   echo "InfluxDB $version build FAILED: $*. Last lines of $log:" >&2
   tail -n 60 "$log" >&2
@@ -77,16 +85,19 @@ step "building influxd (libflux + Go; 30-50 min cold on 2 cores, log: $log)"
 start=$(date +%s)
 (
   cd "$src"
-  go build -tags sqlite_foreign_keys,sqlite_json -o "$work/influxd" ./cmd/influxd
+  go build -v -tags sqlite_foreign_keys,sqlite_json -o "$work/influxd" ./cmd/influxd
 ) >>"$log" 2>&1 &
 pid=$!
 while kill -0 "$pid" 2>/dev/null; do
   sleep 30
-  step "still building ($(($(date +%s) - start)) s): $(grep -v "^\[build-influxdb" "$log" | tail -n 1 | cut -c1-120)"
+  step "still building ($(($(date +%s) - start)) s): $(last_build_line)"
 done
 wait "$pid" || fail "go build exited non-zero"
 touch "$work/.libflux-ok"
 mv "$work/influxd" "$binary"
-step "built $binary in $(($(date +%s) - start)) s"
+step "built $binary in $(($(date +%s) - start)) s (compile), $(($(date +%s) - began)) s in all"
 "$binary" version >>"$log" 2>&1 || fail "the built binary does not run"
 echo "$binary"
+}
+
+main "$@"

@@ -62,11 +62,11 @@ def validate(point: Point, schema: Schema | None = None) -> Point:
     if not point.fields:
         raise PointError("a point needs at least one field", name)
     fields: dict[str, FieldValue] = {}
-    for key, value in point.fields.items():
+    for key, field_value in point.fields.items():
         declared = spec.fields.get(key)
         if declared is None:
             raise PointError("undeclared field", name, key)
-        fields[key] = _checked_value(value, declared.type, name, key)
+        fields[key] = _checked_value(field_value, declared.type, name, key)
     if not isinstance(point.time_ns, int) or isinstance(point.time_ns, bool) or point.time_ns < 0:
         raise PointError(f"timestamp {point.time_ns!r} is not a non-negative int of ns", name)
     return Point(name, dict(point.tags), fields, point.time_ns)

@@ -99,8 +99,8 @@ def parse_schema(
         if not spec.unit or not spec.help:
             raise SchemaError(f"field {where} needs a unit and a help text")
         fields[spec.measurement][spec.name] = spec
-    for name, declared in fields.items():
-        if not declared:
+    for name, declared_fields in fields.items():
+        if not declared_fields:
             raise SchemaError(f"measurement {name!r} declares no field")
     return Schema(
         {name: MeasurementSpec(name, tags[name], helps[name], fields[name]) for name in tags}

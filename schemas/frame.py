@@ -74,7 +74,7 @@ def frames_from_points(points: Iterable[Point], schema: Schema | None = None) ->
     frames = []
     for (measurement, tag_names, field_names), members in groups.items():
         spec = schema.measurement(measurement)
-        fields = {}
+        fields: dict[str, np.ndarray] = {}
         for name in field_names:
             kind = _NUMPY_KIND[spec.fields[name].type]
             values = [p.fields[name] for p in members]

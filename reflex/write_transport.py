@@ -1,0 +1,108 @@
+"""One POST of line protocol to InfluxDB's /api/v2/write, answered as a plain status.
+
+The writer decides what to do with an answer (send on, drop, split, back off, spool); this
+module only makes the request through influxdb-client's synchronous WriteApi (gzip on) and
+turns whatever happens into a :class:`SendResult`. A connection error or timeout is status 0.
+Nothing here puts the token into a message.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import urllib3
+from influxdb_client import InfluxDBClient
+from influxdb_client.client.write_api import SYNCHRONOUS
+from influxdb_client.rest import ApiException
+
+NO_RESPONSE = 0
+_MAX_RETRY_AFTER_S = 3600.0  # a server asking for more than an hour is misconfigured
+
+
+@dataclass(frozen=True)
+class SendResult:
+    status: int  # HTTP status, or NO_RESPONSE for connection errors and timeouts
+    message: str = ""
+    retry_after_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+class WriteTransport(Protocol):
+    def send(self, body: bytes) -> SendResult: ...
+
+    def close(self) -> None: ...
+
+
+class InfluxWriteTransport:
+    """POSTs line protocol to one bucket with influxdb-client, synchronously, gzip'd."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        org: str,
+        bucket: str,
+        *,
+        timeout_s: float = 10.0,
+        verify_ssl: bool = True,
+        ssl_ca_cert: str | None = None,
+    ) -> None:
+        self.url, self.org, self.bucket = url, org, bucket
+        self._client = InfluxDBClient(
+            url,
+            token,
+            org=org,
+            timeout=int(timeout_s * 1000),
+            enable_gzip=True,
+            verify_ssl=verify_ssl,
+            ssl_ca_cert=ssl_ca_cert,
+            retries=False,  # the writer owns retrying; urllib3 must not retry behind its back
+        )
+        self._write_api = self._client.write_api(write_options=SYNCHRONOUS)
+
+    def __repr__(self) -> str:
+        return f"InfluxWriteTransport(url={self.url!r}, org={self.org!r}, bucket={self.bucket!r})"
+
+    def send(self, body: bytes) -> SendResult:
+        try:
+            # Reflex timestamps are ns, which is also the client's default precision.
+            self._write_api.write(self.bucket, self.org, record=body)
+        except ApiException as error:
+            return SendResult(
+                int(error.status or NO_RESPONSE),
+                _short(error.message),
+                parse_retry_after(error.retry_after),
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            return SendResult(NO_RESPONSE, f"{type(error).__name__}: {_short(error)}")
+        return SendResult(204)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def parse_retry_after(value: object) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date), or None."""
+    if value is None or value == "":
+        return None
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return min(max(seconds, 0.0), _MAX_RETRY_AFTER_S)
+
+
+def _short(message: object, limit: int = 300) -> str:
+    text = message.decode(errors="replace") if isinstance(message, bytes) else str(message)
+    return " ".join(text.split())[:limit]
