@@ -1,0 +1,58 @@
+"""Shared fixtures: one real InfluxDB 2.x per test session, a fresh bucket per test.
+
+- ``influx`` (session): a running :class:`~reflex.influxdb_server.InfluxServer` with org
+  ``reflex`` and buckets ``telemetry`` and ``reflex``. The binary comes from $REFLEX_INFLUXD or
+  the cached build, and is built (30-50 min cold) if neither exists. Tests must not stop it
+  unless they start it again before returning.
+- ``influx_bucket`` (function): the name of a new, empty bucket on ``influx``, deleted after.
+- ``query_count(server, flux)`` and ``query_rows(server, flux)``: helpers for assertions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from reflex.influxdb_server import InfluxServer, start_influxdb
+
+
+@pytest.fixture(scope="session")
+def influx() -> Iterator[InfluxServer]:
+    with start_influxdb() as server:
+        yield server
+
+
+@pytest.fixture
+def influx_bucket(influx: InfluxServer) -> Iterator[str]:
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    influx.create_bucket(name)
+    yield name
+    if influx.running:
+        influx.delete_bucket(name)
+
+
+def query_rows(server: InfluxServer, flux: str) -> list[dict[str, Any]]:
+    """Every record of a Flux query, all tables flattened."""
+    return server.query_rows(flux)
+
+
+def query_count(server: InfluxServer, flux: str) -> int:
+    """Sums the ``_value`` of every record: pipe a query into ``count()`` and pass it here.
+
+    Tables are grouped by series, so a plain ``count()`` gives one row per series and field;
+    summing them gives the number of stored field values.
+    """
+    return int(sum(row["_value"] for row in server.query_rows(flux)))
+
+
+def bucket_point_count(server: InfluxServer, bucket: str, measurement: str, field: str) -> int:
+    """Stored points of one measurement (counted through one field every point carries)."""
+    return query_count(
+        server,
+        f'from(bucket: "{bucket}") |> range(start: 0) '
+        f'|> filter(fn: (r) => r._measurement == "{measurement}" and r._field == "{field}") '
+        "|> count()",
+    )
