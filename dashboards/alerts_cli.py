@@ -1,0 +1,106 @@
+"""``reflex alerts install|uninstall``: Reflex's InfluxDB tasks, through the API."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from influxdb_client import InfluxDBClient
+
+from dashboards.alerts import (
+    PAYLOAD_FORMATS,
+    AlertConfigError,
+    AlertSettings,
+    InstallReport,
+    install,
+    uninstall,
+)
+from dashboards.flux_params import Duration
+
+HTTP_TIMEOUT_MS = 30_000
+
+
+def _client(url: str, token: str | None, token_file: Path | None) -> InfluxDBClient:
+    if token_file is not None:
+        token = token_file.read_text().strip()
+    if not token:
+        raise click.UsageError("give --token-file, --token or $REFLEX_INFLUX_TOKEN")
+    return InfluxDBClient(url=url, token=token, timeout=HTTP_TIMEOUT_MS)
+
+
+def _connection(command: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--url", envvar="REFLEX_INFLUX_URL", default="http://127.0.0.1:8086"),
+        click.option("--token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path)),
+        click.option("--token", envvar="REFLEX_INFLUX_TOKEN", help="Prefer --token-file."),
+        click.option("--org", envvar="REFLEX_INFLUX_ORG", default="reflex", show_default=True),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _print(report: InstallReport) -> None:
+    for verb, names in vars(report).items():
+        for name in names:
+            click.echo(f"{verb:9} {name}")
+
+
+@click.group()
+def command() -> None:
+    """InfluxDB alert and downsampling tasks (dashboards/alerts/*.flux)."""
+
+
+@command.command("install")
+@_connection
+@click.option("--webhook-url", envvar="REFLEX_ALERT_WEBHOOK_URL", required=True)
+@click.option("--min-severity", type=click.IntRange(1, 3), default=2, show_default=True)
+@click.option("--format", "payload_format", type=click.Choice(PAYLOAD_FORMATS), default="slack")
+@click.option("--pagerduty-routing-key", envvar="REFLEX_PAGERDUTY_ROUTING_KEY")
+@click.option("--silence", default="5m", show_default=True, help="Deadman silence (Flux).")
+@click.option("--telemetry-bucket", default="telemetry", show_default=True)
+@click.option("--results-bucket", default="reflex", show_default=True)
+@click.option("--downsampled-bucket", default="reflex_downsampled", show_default=True)
+def install_command(
+    url: str,
+    token_file: Path | None,
+    token: str | None,
+    org: str,
+    webhook_url: str,
+    min_severity: int,
+    payload_format: str,
+    pagerduty_routing_key: str | None,
+    silence: str,
+    telemetry_bucket: str,
+    results_bucket: str,
+    downsampled_bucket: str,
+) -> None:
+    """Creates or updates the tasks; running it twice creates nothing new."""
+    try:
+        settings = AlertSettings(
+            webhook_url,
+            min_severity=min_severity,
+            payload_format=payload_format,
+            pagerduty_routing_key=pagerduty_routing_key,
+            telemetry_bucket=telemetry_bucket,
+            results_bucket=results_bucket,
+            downsampled_bucket=downsampled_bucket,
+            silence=Duration(silence),
+        )
+        with _client(url, token, token_file) as client:
+            _print(install(client, org, settings))
+    except (AlertConfigError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+
+
+@command.command("uninstall")
+@_connection
+def uninstall_command(url: str, token_file: Path | None, token: str | None, org: str) -> None:
+    """Deletes the tasks and the webhook secrets (downsampled data stays)."""
+    try:
+        with _client(url, token, token_file) as client:
+            _print(uninstall(client, org))
+    except AlertConfigError as error:
+        raise click.ClickException(str(error)) from None
