@@ -1,0 +1,179 @@
+"""`reflex eval`: the scenario library through the flow, scored against ground truth.
+
+Reflex and three baselines (static thresholds, peer-only, own-history-only) run on the same
+simulated data. Every event is matched to the simulator's labels:
+
+* a hardware fault is detected by the first event of its job within ``horizon_s`` of onset;
+  top-1 / top-3 ask whether that event's first / first three suspects name the faulty node
+  (and component, where the label names one);
+* a "no hardware fault" label (pipeline imbalance) is handled correctly when no event of its
+  job names a hardware suspect;
+* every other event is a false event, including a second event for the same incident.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from flows.events import LocalizationEvent
+from flows.job_step import JobConfig
+from flows.runner import run_in_process
+from flows.sources import SimulatorSource
+
+HORIZON_S = 600.0
+
+
+@dataclass
+class FaultResult:
+    scenario: str
+    fault_type: str
+    fault_class: str
+    detected: bool
+    top1: bool
+    top3: bool
+    ttl_s: float | None
+
+
+@dataclass
+class ScenarioResult:
+    scenario: str
+    mode: str
+    node_hours: float
+    benign_only: bool
+    faults: list[FaultResult] = field(default_factory=list)
+    true_events: int = 0
+    false_events: int = 0
+    imbalance_ok: list[bool] = field(default_factory=list)
+
+
+def _component_ok(named: str, expected: str) -> bool:
+    return expected in ("node", "none", "") or named == expected
+
+
+def _names(event: LocalizationEvent, node: str, component: str, depth: int) -> bool:
+    return any(
+        s.node == node and _component_ok(s.component, component) for s in event.suspects[:depth]
+    )
+
+
+def score_scenario(
+    scenario: str, mode: str, truth: list, events: list[LocalizationEvent], node_hours: float
+) -> ScenarioResult:
+    hardware = [t for t in truth if t.expect == "hardware"]
+    no_fault = [t for t in truth if t.expect != "hardware" and t.fault_class != "none"]
+    result = ScenarioResult(scenario, mode, node_hours, benign_only=not hardware and not no_fault)
+    used: set[int] = set()
+    for label in sorted(hardware, key=lambda t: t.onset_ns):
+        window_end = label.onset_ns + HORIZON_S * 1e9
+        matches = [
+            i
+            for i, e in enumerate(events)
+            if i not in used and label.onset_ns <= e.time_ns <= window_end and e.job == label.job
+        ]
+        first = events[matches[0]] if matches else None
+        if first is not None:
+            used.add(matches[0])
+        result.faults.append(
+            FaultResult(
+                scenario,
+                label.fault_type,
+                label.fault_class,
+                first is not None,
+                first is not None and _names(first, label.node, label.component, 1),
+                first is not None and _names(first, label.node, label.component, 3),
+                (first.time_ns - label.onset_ns) / 1e9 if first is not None else None,
+            )
+        )
+    for label in no_fault:
+        blamed = [
+            i
+            for i, e in enumerate(events)
+            if e.job == label.job and e.suspects and label.onset_ns <= e.time_ns and i not in used
+        ]
+        result.imbalance_ok.append(not blamed)
+        used.update(i for i, e in enumerate(events) if e.job == label.job and not e.suspects)
+    result.true_events = len(used)
+    result.false_events = len(events) - len(used)
+    return result
+
+
+def run_scenario(
+    scenario: str, mode: str, seed: int = 7, window_seconds: float = 10.0
+) -> ScenarioResult:
+    from collectors.simulated import Simulation, load_scenario
+
+    sim = Simulation(load_scenario(scenario), seed=seed)
+    run = run_in_process(
+        SimulatorSource(scenario, seed, 1, window_seconds),
+        window_seconds=window_seconds,
+        job_config=JobConfig(mode=mode, window_seconds=window_seconds),
+    )
+    node_hours = len(sim.cluster.nodes) * sim.duration_s / 3600
+    return score_scenario(scenario, mode, sim.truth, run.events, node_hours)
+
+
+@dataclass
+class Summary:
+    mode: str
+    faults: int
+    top1: float
+    top3: float
+    precision: float
+    recall: float
+    f1: float
+    ttl_explicit_p50: float | None
+    ttl_explicit_p95: float | None
+    ttl_implicit_p50: float | None
+    ttl_implicit_p95: float | None
+    false_per_1k_node_hours: float | None
+    imbalance_ok: str
+    by_class: dict[str, float] = field(default_factory=dict)
+    by_type: dict[str, str] = field(default_factory=dict)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def summarize(mode: str, results: list[ScenarioResult]) -> Summary:
+    faults = [f for r in results for f in r.faults]
+    detected = [f for f in faults if f.detected]
+    true_events = sum(r.true_events for r in results)
+    false_events = sum(r.false_events for r in results)
+    precision = true_events / (true_events + false_events) if true_events + false_events else 0.0
+    recall = len(detected) / len(faults) if faults else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    ttl: dict[str, list[float]] = defaultdict(list)
+    for f in detected:
+        if f.ttl_s is not None:
+            ttl[f.fault_class].append(f.ttl_s)
+    benign = [r for r in results if r.benign_only]
+    benign_hours = sum(r.node_hours for r in benign)
+    by_type: dict[str, list[bool]] = defaultdict(list)
+    by_class: dict[str, list[bool]] = defaultdict(list)
+    for f in faults:
+        by_type[f.fault_type].append(f.top1)
+        by_class[f.fault_class].append(f.top1)
+    imbalance = [ok for r in results for ok in r.imbalance_ok]
+    return Summary(
+        mode,
+        len(faults),
+        sum(f.top1 for f in faults) / len(faults) if faults else 0.0,
+        sum(f.top3 for f in faults) / len(faults) if faults else 0.0,
+        precision,
+        recall,
+        f1,
+        _percentile(ttl["explicit"], 0.5),
+        _percentile(ttl["explicit"], 0.95),
+        _percentile(ttl["implicit"], 0.5),
+        _percentile(ttl["implicit"], 0.95),
+        1000 * sum(r.false_events for r in benign) / benign_hours if benign_hours else None,
+        f"{sum(imbalance)}/{len(imbalance)}",
+        {k: statistics.fmean(v) for k, v in sorted(by_class.items())},
+        {k: f"{sum(v)}/{len(v)}" for k, v in sorted(by_type.items())},
+    )

@@ -1,0 +1,177 @@
+"""The localization dataflow: telemetry windows in; scores, baselines, events and errors out.
+
+The same flow runs whatever feeds it (simulator, line-protocol replay, InfluxDB) and wherever
+it runs (in-process, ``-w``/``-p`` on one host, a Bytewax cluster across hosts).
+
+Run it under ``python -m bytewax.run flows.localize:flow`` with the environment of
+:func:`flow_from_env`, or through ``reflex localize`` / ``reflex flow``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import bytewax.operators as op
+from bytewax.dataflow import Dataflow
+from bytewax.inputs import Source
+from bytewax.operators import StatefulLogic
+from bytewax.outputs import Sink
+
+from flows.job_step import JobConfig, JobState
+from flows.messages import ErrorRecord, JobWindow, WindowBatch
+from flows.shard_step import ShardConfig, ShardState
+
+Routed = tuple[str, Any]  # (route, item): route is "event", "points", "error" or a job name
+
+
+class _ShardLogic(StatefulLogic[WindowBatch, Routed, ShardState]):
+    def __init__(self, state: ShardState) -> None:
+        self.state = state
+
+    def on_item(self, value: WindowBatch) -> tuple[list[Routed], bool]:
+        out: list[Routed] = [("error", error) for error in value.errors]
+        try:
+            out.extend(self.state.on_batch(value))
+        except Exception as error:
+            out.append(
+                (
+                    "error",
+                    ErrorRecord(
+                        "shard_step",
+                        f"{type(error).__name__}: {error}",
+                        f"{value.shard} window {value.window}",
+                    ),
+                )
+            )
+        return out, StatefulLogic.RETAIN
+
+    def snapshot(self) -> ShardState:
+        return copy.deepcopy(self.state)
+
+
+class _JobLogic(StatefulLogic[JobWindow, Routed, JobState]):
+    def __init__(self, state: JobState) -> None:
+        self.state = state
+
+    def on_item(self, value: JobWindow) -> tuple[list[Routed], bool]:
+        try:
+            out = self.state.on_window(value)
+        except Exception as error:
+            out = [
+                (
+                    "error",
+                    ErrorRecord(
+                        "job_step",
+                        f"{type(error).__name__}: {error}",
+                        f"{value.job} window {value.window}",
+                    ),
+                )
+            ]
+        return out, StatefulLogic.RETAIN
+
+    def on_eof(self) -> tuple[list[Routed], bool]:
+        return self.state.on_eof(), StatefulLogic.RETAIN
+
+    def snapshot(self) -> JobState:
+        return copy.deepcopy(self.state)
+
+
+def _same(item: Any) -> Any:
+    return item
+
+
+@dataclass
+class SinkSpec:
+    """A sink and how an output item is shaped for it (a file sink takes strings)."""
+
+    sink: Sink
+    shape: Callable[[Any], Any] = _same
+
+
+@dataclass
+class FlowSinks:
+    """Where each output goes: events, points (scores and baselines) and errors."""
+
+    events: SinkSpec
+    points: SinkSpec | None = None
+    errors: SinkSpec | None = None
+
+
+def build_flow(
+    source: Source,
+    sinks: FlowSinks,
+    *,
+    window_seconds: float = 10.0,
+    cluster: str = "sim",
+    job_config: JobConfig | None = None,
+) -> Dataflow:
+    shard_config = ShardConfig(window_seconds=window_seconds, cluster=cluster)
+    job_config = job_config or JobConfig(window_seconds=window_seconds, cluster=cluster)
+    flow = Dataflow("reflex-localize")
+    batches = op.input("telemetry", flow, source)
+    # WindowBatch: one per shard and window, in window order per shard
+    by_shard = op.key_on("key_by_shard", batches, lambda b: b.shard)
+    # (shard, WindowBatch)
+    shard_out = op.stateful(
+        "shard_step", by_shard, lambda resume: _ShardLogic(resume or ShardState(shard_config))
+    )
+    # (shard, (route, item)): route = job name for JobWindows, else points/error
+    routed = op.map("drop_shard_key", shard_out, lambda kv: kv[1])
+    # (route, item)
+    branches = op.branch("is_job_window", routed, lambda r: isinstance(r[1], JobWindow))
+    job_windows = op.map("unwrap_job_window", branches.trues, lambda r: r[1])
+    # JobWindow
+    by_job = op.key_on("key_by_job", job_windows, lambda w: w.job)
+    job_out = op.stateful(
+        "job_step", by_job, lambda resume: _JobLogic(resume or JobState("", job_config))
+    )
+    # (job, (route, item))
+    job_routed = op.map("drop_job_key", job_out, _name_job)
+    # (route, item)
+    outputs = op.merge("all_outputs", job_routed, branches.falses)
+    # (route, item): route in event | points | error
+    _attach_sinks(outputs, sinks)
+    return flow
+
+
+def _name_job(kv: tuple[str, Routed]) -> Routed:
+    return kv[1]
+
+
+def _attach_sinks(outputs: op.Stream[Routed], sinks: FlowSinks) -> None:
+    for route, spec in (("event", sinks.events), ("points", sinks.points), ("error", sinks.errors)):
+        if spec is not None:
+            chosen = op.filter(f"{route}_only", outputs, _route_is(route))
+            shaped = op.map(f"{route}_shape", chosen, _shaped(spec.shape))
+            op.output(f"{route}_sink", shaped, spec.sink)
+
+
+def _route_is(route: str) -> Callable[[Routed], bool]:
+    def check(routed: Routed) -> bool:
+        return routed[0] == route and bool(routed[1])
+
+    return check
+
+
+def _shaped(shape: Callable[[Any], Any]) -> Callable[[Routed], Routed]:
+    def apply(routed: Routed) -> Routed:
+        return routed[0], shape(routed[1])
+
+    return apply
+
+
+def flow_from_env() -> Dataflow:
+    """For ``python -m bytewax.run flows.localize:flow``; configured by REFLEX_* variables."""
+    from flows.wiring import sinks_from_env, source_from_env
+
+    window = float(os.environ.get("REFLEX_WINDOW_SECONDS", "10"))
+    return build_flow(
+        source_from_env(window),
+        sinks_from_env(),
+        window_seconds=window,
+        cluster=os.environ.get("REFLEX_CLUSTER", "sim"),
+    )

@@ -1,0 +1,108 @@
+"""What travels between the steps of the localization flow. All plain, picklable data."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from schemas.frame import Frame
+
+CASCADE_KINDS = frozenset({"nccl_timeout", "process_exit"})
+
+
+def shard_of(node: str, n_shards: int) -> int:
+    """Stable node -> shard assignment (crc32, not ``hash``: that is salted per process)."""
+    return zlib.crc32(node.encode()) % n_shards
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """A rejected record: counted and reported, never silently dropped."""
+
+    where: str
+    reason: str
+    detail: str = ""
+
+
+@dataclass
+class WindowBatch:
+    """One shard's telemetry of one window: what a source partition emits."""
+
+    shard: str
+    window: int
+    start_ns: int
+    end_ns: int
+    frames: list[Frame]
+    errors: list[ErrorRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ExplicitEvent:
+    """An event point, classified by the node's hardware profile."""
+
+    time_ns: int
+    node: str
+    kind: str
+    code: int
+    component: str
+    index: str
+    severity: str  # application | warning | critical | cascade
+    meaning: str
+    action: str
+    job: str = ""
+    rank: int = -1
+
+    @property
+    def entity(self) -> str:
+        return f"{self.node}|{self.component}|{self.index}"
+
+    @property
+    def is_cascade(self) -> bool:
+        return self.kind in CASCADE_KINDS
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int
+    node: str
+    gpu: int
+    dp_rank: int
+    pp_rank: int
+    tp_rank: int
+    pp_size: int
+    profile: str
+
+
+@dataclass
+class StepRows:
+    """Training steps of one job's ranks on one shard in one window, as columns."""
+
+    rank: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    step_time: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    compute: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    comm: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    time_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+@dataclass
+class JobWindow:
+    """A shard's contribution to one job's window: signals, deviations, events, steps."""
+
+    job: str
+    shard: str
+    window: int
+    end_ns: int
+    entities: np.ndarray
+    values: np.ndarray
+    temporal_z: np.ndarray
+    scales: np.ndarray
+    profiles: np.ndarray
+    members: list[RankInfo]
+    events: list[ExplicitEvent]
+    steps: StepRows
+    alive_nodes: list[str]
+    world_size: int
+    active: bool = True

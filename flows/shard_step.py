@@ -1,0 +1,260 @@
+"""The per-shard step: validate, derive signals, judge each entity against its own history.
+
+State per shard of nodes: longitudinal baselines, counter memory, which node runs which job.
+Its output is routed by job, so that the job step sees all of a job's nodes together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from flows.detectors import LongitudinalBaseline
+from flows.messages import ErrorRecord, ExplicitEvent, JobWindow, RankInfo, StepRows, WindowBatch
+from flows.signals import SIGNAL_NAMES, SIGNALS, CounterMemory, derive
+from schemas.codec import Point
+from schemas.frame import Frame, validate_frame
+from schemas.hardware_profiles import load_profiles
+
+FLOORS = np.array([SIGNALS[name].floor for name in SIGNAL_NAMES])
+_EVENT_COMPONENT = {
+    "xid": "gpu",
+    "gpu_lost": "gpu",
+    "mce": "host",
+    "oom_kill": "host",
+    "link_down": "nic",
+    "link_up": "nic",
+    "nccl_timeout": "node",
+    "process_exit": "node",
+    "node_missing": "node",
+}
+_EVENT_SEVERITY = {
+    "gpu_lost": "critical",
+    "mce": "critical",
+    "link_down": "critical",
+    "oom_kill": "application",
+    "link_up": "info",
+    "nccl_timeout": "cascade",
+    "process_exit": "cascade",
+    "node_missing": "critical",
+}
+_EVENT_ACTION = {
+    "gpu_lost": "drain node; reseat or replace the GPU",
+    "mce": "drain node; check CPU/DIMM from the MCE bank",
+    "link_down": "check cable and switch port; replace the transceiver if it recurs",
+    "oom_kill": "check the job's host memory use",
+}
+
+
+@dataclass
+class ShardConfig:
+    window_seconds: float = 10.0
+    baseline_every: int = 30  # windows between reflex_baseline exports
+    cluster: str = "sim"
+
+
+@dataclass
+class ShardState:
+    config: ShardConfig
+    baseline: LongitudinalBaseline = field(
+        default_factory=lambda: LongitudinalBaseline(len(SIGNAL_NAMES), FLOORS)
+    )
+    counters: CounterMemory = field(default_factory=CounterMemory)
+    members: dict[str, dict[int, RankInfo]] = field(default_factory=dict)  # job -> rank -> info
+    world_sizes: dict[str, int] = field(default_factory=dict)
+    node_job: dict[str, str] = field(default_factory=dict)
+    node_profile: dict[str, str] = field(default_factory=dict)
+    windows_seen: int = 0
+
+    def on_batch(self, batch: WindowBatch) -> list[tuple[str, object]]:
+        """Returns ``(route, item)`` pairs: route is a job name, "points" or "error"."""
+        out: list[tuple[str, object]] = []
+        frames = []
+        for frame in batch.frames:
+            good, bad = validate_frame(frame)
+            frames.append(good)
+            out.extend(
+                ("error", ErrorRecord("validate", reason, repr(point)[:200]))
+                for point, reason in bad
+            )
+        by_measurement: dict[str, list[Frame]] = {}
+        for frame in frames:
+            by_measurement.setdefault(frame.measurement, []).append(frame)
+        ended = self._learn_membership(by_measurement.get("job_membership", []))
+        signals = derive(frames, self.config.window_seconds, self.counters)
+        for entity, profile in zip(
+            signals.entities.tolist(), signals.profiles.tolist(), strict=True
+        ):
+            if profile:
+                self.node_profile[entity.split("|", 1)[0]] = profile
+        temporal = self.baseline.score_many(signals.entities, signals.values)
+        self.baseline.learn_many(signals.entities, signals.values)
+        scales = self.baseline.scale(self.baseline.rows(signals.entities, create=True))
+        events = self._events(by_measurement.get("event", []))
+        steps = _step_rows(by_measurement.get("train_step", []))
+        alive = {e.split("|", 1)[0] for e in signals.entities.tolist()}
+        entity_nodes = np.array(
+            [e.split("|", 1)[0] for e in signals.entities.tolist()], dtype=object
+        )
+        for job in sorted(set(self.members) | ended):
+            nodes = {info.node for info in self.members.get(job, {}).values()}
+            mine = np.isin(entity_nodes, list(nodes)) if nodes else np.zeros(0, bool)
+            job_steps = steps.get(job, StepRows())
+            out.append(
+                (
+                    job,
+                    JobWindow(
+                        job=job,
+                        shard=batch.shard,
+                        window=batch.window,
+                        end_ns=batch.end_ns,
+                        entities=signals.entities[mine] if nodes else signals.entities[:0],
+                        values=signals.values[mine] if nodes else signals.values[:0],
+                        temporal_z=temporal[mine] if nodes else temporal[:0],
+                        scales=scales[mine] if nodes else scales[:0],
+                        profiles=signals.profiles[mine] if nodes else signals.profiles[:0],
+                        members=list(self.members.get(job, {}).values()),
+                        events=[e for e in events if e.node in nodes or e.job == job],
+                        steps=job_steps,
+                        alive_nodes=sorted(alive & nodes),
+                        world_size=self.world_sizes.get(job, 0),
+                        active=job not in ended,
+                    ),
+                )
+            )
+        for job in ended:
+            self.members.pop(job, None)
+        self.windows_seen += 1
+        if self.windows_seen % self.config.baseline_every == 0:
+            out.append(("points", self._baseline_points(batch.end_ns)))
+        return out
+
+    def _learn_membership(self, frames: list[Frame]) -> set[str]:
+        ended: set[str] = set()
+        for frame in frames:
+            tags, fields = frame.tags, frame.fields
+            active = fields.get("active", np.ones(len(frame), bool))
+            for i in range(len(frame)):
+                job, node, rank = str(tags["job"][i]), str(tags["node"][i]), int(tags["rank"][i])
+                if not bool(active[i]):
+                    ended.add(job)
+                    continue
+                self.world_sizes[job] = int(fields["world_size"][i])
+                self.members.setdefault(job, {})[rank] = RankInfo(
+                    rank,
+                    node,
+                    int(fields["gpu"][i]),
+                    int(fields["dp_rank"][i]),
+                    int(fields["pp_rank"][i]),
+                    int(fields["tp_rank"][i]),
+                    int(fields["pp_size"][i]),
+                    str(fields["profile"][i]),
+                )
+                self.node_job[node] = job
+        return {job for job in ended if job in self.members}
+
+    def _events(self, frames: list[Frame]) -> list[ExplicitEvent]:
+        events = []
+        profiles = load_profiles()
+        for frame in frames:
+            for point in frame.points():
+                node, kind = point.tags["node"], point.tags["kind"]
+                code = int(point.fields.get("code", 0))
+                gpu = point.fields.get("gpu")
+                index = str(gpu) if gpu is not None else str(point.fields.get("device", "-") or "-")
+                component = _EVENT_COMPONENT.get(kind, "node")
+                severity = _EVENT_SEVERITY.get(kind, "warning")
+                meaning, action = kind.replace("_", " "), _EVENT_ACTION.get(kind, "")
+                if kind == "xid":
+                    profile = profiles.get(self._profile_of(node))
+                    info = profile.xid(code) if profile else None
+                    if info is not None:
+                        meaning, severity, action = info.meaning, info.severity, info.action
+                    else:
+                        meaning, severity = f"XID {code}", "warning"
+                if component == "node" and kind not in ("nccl_timeout", "process_exit"):
+                    index = "-"
+                if component in ("host", "node"):
+                    index = "-"
+                events.append(
+                    ExplicitEvent(
+                        point.time_ns,
+                        node,
+                        kind,
+                        code,
+                        component,
+                        index,
+                        severity,
+                        meaning,
+                        action,
+                        str(point.fields.get("job", "")),
+                        int(point.fields.get("rank", -1)),
+                    )
+                )
+        return events
+
+    def _profile_of(self, node: str) -> str:
+        return self.node_profile.get(node, "")
+
+    def _baseline_points(self, time_ns: int) -> list[Point]:
+        points = []
+        b = self.baseline
+        for entity, row in b.index.items():
+            node, component, index = entity.split("|")
+            for j, signal in enumerate(SIGNAL_NAMES):
+                if b.count[row, j] < b.warmup:
+                    continue
+                points.append(
+                    Point(
+                        "reflex_baseline",
+                        {
+                            "cluster": self.config.cluster,
+                            "node": node,
+                            "component": component,
+                            "index": index,
+                            "signal": signal,
+                        },
+                        {
+                            "center": float(b.mean[row, j]),
+                            "scale": float(np.sqrt(b.var[row, j])),
+                            "count": int(b.count[row, j]),
+                        },
+                        time_ns,
+                    )
+                )
+        return points
+
+
+def _step_rows(frames: list[Frame]) -> dict[str, StepRows]:
+    by_job: dict[str, StepRows] = {}
+    for frame in frames:
+        jobs = frame.tags["job"]
+        for job in np.unique(jobs).tolist():
+            mask = jobs == job
+            f = frame.fields
+            n = int(mask.sum())
+            rows = StepRows(
+                rank=frame.tags["rank"][mask].astype(np.int64),
+                step=f["step"][mask].astype(np.int64) if "step" in f else np.zeros(n, np.int64),
+                step_time=_col(f, "step_time_seconds", mask, n),
+                compute=_col(f, "compute_seconds", mask, n),
+                comm=_col(f, "comm_seconds", mask, n),
+                time_ns=frame.time_ns[mask],
+            )
+            previous = by_job.get(job)
+            by_job[job] = rows if previous is None else _concat(previous, rows)
+    return by_job
+
+
+def _col(fields: dict[str, np.ndarray], name: str, mask: np.ndarray, n: int) -> np.ndarray:
+    return fields[name][mask].astype(np.float64) if name in fields else np.full(n, np.nan)
+
+
+def _concat(a: StepRows, b: StepRows) -> StepRows:
+    return StepRows(
+        *(
+            np.concatenate([getattr(a, k), getattr(b, k)])
+            for k in ("rank", "step", "step_time", "compute", "comm", "time_ns")
+        )
+    )

@@ -1,0 +1,273 @@
+"""Derived signals: raw telemetry of one window turned into one value per entity and signal.
+
+Counters become reset-aware rates, bitmasks become indicator fractions, gauges become window
+means. Everything works on whole frames with numpy (``np.unique`` + ``np.bincount``); no Python
+loop runs per point. An entity is ``node|component|index``: ``node-7|gpu|3``,
+``node-7|nic|mlx5_0/1``, ``node-7|host|-``.
+
+>>> SIGNALS["sm_clock_low"].direction
+-1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from schemas.frame import Frame
+from schemas.hardware_profiles import load_profiles
+
+# Clocks-event reason bits (nvmlDeviceGetCurrentClocksEventReasons).
+HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, POWER_BRAKE = 0x8, 0x20, 0x40, 0x80
+IB_PORT_ACTIVE = 4
+
+
+@dataclass(frozen=True)
+class SignalDef:
+    """How one derived signal is computed, and which side of its baseline is bad.
+
+    ``floor`` is the smallest spread the signal's deviation is measured in: error counters sit
+    at zero with no variance, and one error must not look like an infinite deviation.
+    """
+
+    name: str
+    measurement: str
+    component: str
+    fields: tuple[str, ...]
+    reduce: str  # mean | rate | bits | below | not_equal | below_profile
+    direction: int  # +1: higher is worse; -1: lower is worse
+    floor: float
+    bits: int = 0
+    constant: float = 0.0
+    profile_limit: str = ""
+
+
+_DEFS = [
+    SignalDef("temperature_high", "gpu", "gpu", ("temperature_celsius",), "mean", 1, 1.5),
+    SignalDef("sm_clock_low", "gpu", "gpu", ("sm_clock_mhz",), "mean", -1, 25.0),
+    SignalDef("power_low", "gpu", "gpu", ("power_watts",), "mean", -1, 30.0),
+    SignalDef(
+        "throttle_thermal",
+        "gpu",
+        "gpu",
+        ("clocks_event_reasons",),
+        "bits",
+        1,
+        0.1,
+        bits=SW_THERMAL | HW_THERMAL,
+    ),
+    SignalDef(
+        "throttle_power", "gpu", "gpu", ("clocks_event_reasons",), "bits", 1, 0.1, bits=POWER_BRAKE
+    ),
+    SignalDef(
+        "throttle_hw_slowdown",
+        "gpu",
+        "gpu",
+        ("clocks_event_reasons",),
+        "bits",
+        1,
+        0.1,
+        bits=HW_SLOWDOWN,
+    ),
+    SignalDef("ecc_corrected_rate", "gpu", "gpu", ("ecc_corrected_volatile",), "rate", 1, 0.2),
+    SignalDef("ecc_uncorrected", "gpu", "gpu", ("ecc_uncorrected_volatile",), "rate", 1, 0.02),
+    SignalDef("remap_pending", "gpu", "gpu", ("remapped_rows_pending",), "mean", 1, 0.1),
+    SignalDef("pcie_replay_rate", "gpu", "gpu", ("pcie_replay_errors",), "rate", 1, 0.2),
+    SignalDef(
+        "pcie_downgrade", "gpu", "gpu", ("pcie_link_width", "pcie_link_width_max"), "below", 1, 0.1
+    ),
+    SignalDef(
+        "nvlink_down",
+        "gpu",
+        "gpu",
+        ("nvlink_active_links",),
+        "below_profile",
+        1,
+        0.1,
+        profile_limit="nvlink_count",
+    ),
+    SignalDef(
+        "nvlink_error_rate",
+        "gpu_nvlink",
+        "gpu",
+        ("crc_flit_errors", "crc_data_errors", "replay_errors", "recovery_errors"),
+        "rate",
+        1,
+        0.2,
+    ),
+    SignalDef("nic_symbol_error_rate", "ib_port", "nic", ("symbol_error",), "rate", 1, 0.2),
+    SignalDef(
+        "nic_link_recovery_rate", "ib_port", "nic", ("link_error_recovery",), "rate", 1, 0.02
+    ),
+    SignalDef(
+        "nic_link_down", "ib_port", "nic", ("state",), "not_equal", 1, 0.1, constant=IB_PORT_ACTIVE
+    ),
+    SignalDef("nic_rcv_error_rate", "ib_port", "nic", ("port_rcv_errors",), "rate", 1, 0.2),
+    SignalDef("nic_xmit_wait_rate", "ib_port", "nic", ("port_xmit_wait",), "rate", 1, 1000.0),
+    SignalDef(
+        "nic_pause_rate",
+        "ib_port",
+        "nic",
+        ("pfc_rx_pause_frames", "pfc_tx_pause_frames"),
+        "rate",
+        1,
+        5.0,
+    ),
+    SignalDef("host_cpu_pressure", "host", "host", ("psi_cpu_some_avg10_ratio",), "mean", 1, 0.03),
+    SignalDef(
+        "host_memory_pressure", "host", "host", ("psi_memory_some_avg10_ratio",), "mean", 1, 0.03
+    ),
+    SignalDef("host_io_pressure", "host", "host", ("psi_io_some_avg10_ratio",), "mean", 1, 0.03),
+]
+SIGNALS: dict[str, SignalDef] = {d.name: d for d in _DEFS}
+SIGNAL_NAMES: tuple[str, ...] = tuple(SIGNALS)
+SIGNAL_INDEX: dict[str, int] = {name: i for i, name in enumerate(SIGNAL_NAMES)}
+# Derived in the job step from train_step, against peers only (jobs are transient).
+STEP_SIGNAL = "step_time_slow"
+_INDEX_TAG = {"gpu": "gpu", "gpu_nvlink": "gpu", "host": None, "ib_port": None}
+
+
+def entity_keys(frame: Frame) -> np.ndarray:
+    """``node|component|index`` for every row of a frame of a signal-bearing measurement."""
+    node = frame.tags["node"].astype(object)
+    if frame.measurement in ("gpu", "gpu_nvlink"):
+        return node + "|gpu|" + frame.tags["gpu"].astype(object)
+    if frame.measurement == "ib_port":
+        return node + "|nic|" + frame.tags["hca"].astype(object) + "/" + frame.tags["port"]
+    return node + "|host|-"
+
+
+@dataclass
+class CounterMemory:
+    """Last counter value per (entity, field), so a rate spans window boundaries."""
+
+    last: dict[tuple[str, str], float] = field(default_factory=dict)
+
+
+@dataclass
+class WindowSignals:
+    """Signal values of one window: ``values[i, j]`` is entity ``entities[i]``, signal ``j``
+    (NaN where the entity has no such signal)."""
+
+    entities: np.ndarray  # object array of entity keys
+    values: np.ndarray  # float64 (n_entities, n_signals)
+    profiles: np.ndarray  # object array: hardware profile per entity ("" when unknown)
+
+
+def derive(frames: list[Frame], window_seconds: float, memory: CounterMemory) -> WindowSignals:
+    """All derived signals of one window's frames (any mix of measurements)."""
+    columns: dict[str, dict[str, float]] = {}
+    profiles: dict[str, str] = {}
+    for frame in frames:
+        if frame.measurement not in _INDEX_TAG or len(frame) == 0:
+            continue
+        keys = entity_keys(frame)
+        if "profile" in frame.tags:
+            _remember_profiles(frame, profiles)
+        for definition in _DEFS:
+            if definition.measurement != frame.measurement:
+                continue
+            if not all(name in frame.fields for name in definition.fields[:1]):
+                continue
+            reduced = _reduce(definition, frame, keys, window_seconds, memory)
+            columns.setdefault(definition.name, {}).update(reduced)
+    entities = sorted({key for column in columns.values() for key in column})
+    index = {key: i for i, key in enumerate(entities)}
+    values = np.full((len(entities), len(SIGNAL_NAMES)), np.nan)
+    for name, column in columns.items():
+        rows = np.fromiter((index[k] for k in column), dtype=np.int64, count=len(column))
+        values[rows, SIGNAL_INDEX[name]] = np.fromiter(
+            column.values(), dtype=np.float64, count=len(column)
+        )
+    entity_array = np.array(entities, dtype=object)
+    profile_array = np.array([profiles.get(e.split("|", 1)[0], "") for e in entities], dtype=object)
+    return WindowSignals(entity_array, values, profile_array)
+
+
+def _remember_profiles(frame: Frame, out: dict[str, str]) -> None:
+    # Profiles are per GPU; NIC and host entities are judged by their node's GPU profile.
+    nodes, first = np.unique(frame.tags["node"], return_index=True)
+    for node, row in zip(nodes.tolist(), first.tolist(), strict=True):
+        out.setdefault(node, str(frame.tags["profile"][row]))
+
+
+def _group(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    unique, inverse = np.unique(keys, return_inverse=True)
+    return unique, inverse
+
+
+def _reduce(
+    definition: SignalDef,
+    frame: Frame,
+    keys: np.ndarray,
+    window_seconds: float,
+    memory: CounterMemory,
+) -> dict[str, float]:
+    unique, inverse = _group(keys)
+    counts = np.bincount(inverse, minlength=len(unique)).astype(np.float64)
+    column = frame.fields[definition.fields[0]]
+    if definition.reduce == "rate":
+        total = np.zeros(len(unique))
+        for name in definition.fields:
+            if name in frame.fields:
+                total += _counter_increase(frame, keys, name, unique, inverse, memory)
+        result = total / window_seconds
+    elif definition.reduce == "bits":
+        hits = (column.astype(np.int64) & definition.bits) != 0
+        result = np.bincount(inverse, weights=hits, minlength=len(unique)) / counts
+    elif definition.reduce == "below":
+        maximum = frame.fields.get(definition.fields[1])
+        if maximum is None:
+            return {}
+        hits = column < maximum
+        result = np.bincount(inverse, weights=hits, minlength=len(unique)) / counts
+    elif definition.reduce == "not_equal":
+        hits = column != definition.constant
+        result = np.bincount(inverse, weights=hits, minlength=len(unique)) / counts
+    elif definition.reduce == "below_profile":
+        limits = _profile_limits(frame, definition.profile_limit)
+        hits = column < limits
+        result = np.bincount(inverse, weights=hits, minlength=len(unique)) / counts
+    else:
+        result = (
+            np.bincount(inverse, weights=column.astype(np.float64), minlength=len(unique)) / counts
+        )
+    return dict(zip(unique.tolist(), result.tolist(), strict=True))
+
+
+def _profile_limits(frame: Frame, attribute: str) -> np.ndarray:
+    profiles = load_profiles()
+    names, inverse = np.unique(frame.tags["profile"], return_inverse=True)
+    per_name = np.array(
+        [float(getattr(profiles[n], attribute)) if n in profiles else np.inf for n in names]
+    )
+    return per_name[inverse]
+
+
+def _counter_increase(
+    frame: Frame,
+    keys: np.ndarray,
+    name: str,
+    unique: np.ndarray,
+    inverse: np.ndarray,
+    memory: CounterMemory,
+) -> np.ndarray:
+    """Reset-aware increase per entity: a drop means the counter restarted from zero."""
+    values = frame.fields[name].astype(np.float64)
+    order = np.lexsort((frame.time_ns, inverse))
+    grouped, sorted_values = inverse[order], values[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = grouped[1:] != grouped[:-1]
+    previous = np.empty(len(order))
+    previous[1:] = sorted_values[:-1]
+    # The first row of each entity continues from the last value of the previous window.
+    first_rows = np.flatnonzero(first)
+    for row in first_rows:
+        previous[row] = memory.last.get((unique[grouped[row]], name), sorted_values[row])
+    step = sorted_values - previous
+    step = np.where(step < 0, sorted_values, step)
+    last_rows = np.append(first_rows[1:] - 1, len(order) - 1)
+    for row in last_rows:
+        memory.last[(unique[grouped[row]], name)] = sorted_values[row]
+    return np.bincount(grouped, weights=step, minlength=len(unique))

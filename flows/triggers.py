@@ -1,0 +1,89 @@
+"""Job-level symptoms that start a localization: step-time regression and hangs.
+
+Explicit errors need no detector: an event point is the trigger.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass
+class StepRegression:
+    """CUSUM change-point detector on a job's log step time against its own baseline.
+
+    A change point, not a fixed threshold: the job's own typical step time and its jitter
+    (sequence-length noise) set the scale. One window's increment is capped, so a single
+    checkpoint pause cannot trigger it; a sustained slowdown does within a few windows.
+    Windows that look anomalous are kept out of the baseline.
+
+    >>> r = StepRegression(warmup=5)
+    >>> [r.update(1.0 + 0.01 * (i % 3)) for i in range(8)][-1]
+    False
+    >>> any(r.update(1.3) for _ in range(5))
+    True
+    """
+
+    warmup: int = 6
+    slack: float = 0.5
+    threshold: float = 8.0
+    max_increment: float = 3.0
+    floor: float = 0.02  # log units: 2% step-time jitter is always tolerated
+    count: int = 0
+    mean: float = 0.0
+    var: float = 0.0
+    cusum: float = 0.0
+
+    def deviation(self, step_time: float) -> float:
+        if self.count < self.warmup:
+            return 0.0
+        return (math.log(step_time) - self.mean) / max(math.sqrt(self.var), self.floor)
+
+    def update(self, step_time: float) -> bool:
+        if not step_time > 0:
+            return False
+        z = self.deviation(step_time)
+        if self.count >= self.warmup:
+            self.cusum = max(0.0, self.cusum + min(z - self.slack, self.max_increment))
+        if abs(z) < 3.0:
+            self._learn(math.log(step_time))
+        return self.cusum > self.threshold
+
+    def _learn(self, x: float) -> None:
+        self.count += 1
+        alpha = 1.0 / min(self.count, 60)
+        delta = x - self.mean
+        self.mean += alpha * delta
+        self.var = (1 - alpha) * (self.var + alpha * delta * delta)
+
+    def reset(self) -> None:
+        self.cusum = 0.0
+
+
+@dataclass
+class HangDetector:
+    """No step progress for ``timeout_s`` while the job's nodes still send telemetry.
+
+    >>> h = HangDetector(timeout_s=30)
+    >>> h.update(max_step=10, alive=True, now_ns=0)
+    False
+    >>> h.update(max_step=10, alive=True, now_ns=40 * 10**9)
+    True
+    """
+
+    timeout_s: float = 60.0
+    last_step: int = -1
+    last_progress_ns: int = -1
+    fired: bool = False
+
+    def update(self, max_step: int, alive: bool, now_ns: int) -> bool:
+        if max_step > self.last_step:
+            self.last_step, self.last_progress_ns, self.fired = max_step, now_ns, False
+            return False
+        if self.last_progress_ns < 0 or not alive or self.fired:
+            return False
+        if (now_ns - self.last_progress_ns) / 1e9 >= self.timeout_s:
+            self.fired = True
+            return True
+        return False
