@@ -1,0 +1,103 @@
+"""``reflex collect``: the node agent's command line.
+
+``reflex collect --once --stdout`` runs every collector once and prints line protocol;
+without ``--stdout`` the points go to InfluxDB through ``reflex.writer.Writer``; without
+``--once`` it runs until SIGTERM or SIGINT. Configuration: ``--config FILE`` (TOML, sections
+``[influx]``, ``[identity]``, ``[collect]``) overlaid by the ``REFLEX_*`` environment.
+
+>>> from click.testing import CliRunner
+>>> result = CliRunner().invoke(command, ["--help"])
+>>> "--once" in result.output
+True
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+import threading
+from pathlib import Path
+
+import click
+
+from collectors.agent import Agent
+from collectors.base import Collector
+from collectors.settings import COLLECTOR_MODULES, CollectSettings
+from collectors.sinks import StdoutSink, WriterSink
+from reflex.config import Config, ConfigError, Identity, load_config
+
+log = logging.getLogger("reflex.collect")
+
+
+def build_collectors(identity: Identity, settings: CollectSettings) -> list[Collector]:
+    unknown = set(settings.enabled) - set(COLLECTOR_MODULES)
+    if unknown:
+        raise ConfigError(
+            f"[collect].enabled: unknown collectors {sorted(unknown)} "
+            f"(known: {', '.join(COLLECTOR_MODULES)})"
+        )
+    collectors = []
+    for name in settings.enabled:
+        module = importlib.import_module(COLLECTOR_MODULES[name])
+        collectors.append(module.build(identity, settings))
+    return collectors
+
+
+def _writer_sink(config: Config, settings: CollectSettings) -> WriterSink:
+    from reflex.writer import Writer  # imported here: --stdout needs no InfluxDB client
+
+    influx = config.influx
+    if not influx.configured:
+        raise ConfigError("[influx].url: not set (REFLEX_INFLUX_URL), and --stdout not given")
+    writer = Writer(
+        influx.url,
+        influx.token,
+        influx.org,
+        influx.bucket,
+        Path(settings.spool_dir),
+        batch_size=influx.batch_size,
+        timeout_s=influx.timeout_s,
+        verify_ssl=influx.verify_ssl,
+        ssl_ca_cert=influx.ssl_ca_cert or None,
+    )
+    return WriterSink(writer, flush_interval_s=settings.flush_interval_s)
+
+
+@click.command(name="collect")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="TOML config file; REFLEX_* environment variables override it.",
+)
+@click.option("--once", is_flag=True, help="Run every collector once, then exit.")
+@click.option("--stdout", is_flag=True, help="Print line protocol instead of writing to InfluxDB.")
+def command(config_path: Path | None, once: bool, stdout: bool) -> None:
+    """Collect GPU, host, NIC and kernel telemetry on this node."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = load_config(config_path)
+        settings = config.section("collect", CollectSettings)
+        collectors = build_collectors(config.identity, settings)
+        sink = StdoutSink() if stdout else _writer_sink(config, settings)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    agent = Agent(collectors, sink.emit, cluster=config.identity.cluster, node=config.identity.node)
+    try:
+        if once:
+            agent.run_once()
+        else:
+            stop = threading.Event()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, lambda *_: stop.set())
+            log.info("collecting %s on %s", ", ".join(settings.enabled), config.identity.node)
+            agent.run(stop)
+    finally:
+        sink.close()
+        for collector in collectors:
+            close = getattr(collector, "close", None)
+            if close is not None:
+                close()

@@ -1,0 +1,350 @@
+"""The training hook: per-rank step times and job membership, from inside the training script.
+
+Standard library only. On the training thread a call only reads the clock and appends a tuple
+to a bounded deque (a few microseconds); a daemon thread turns the tuples into line protocol
+and POSTs them to InfluxDB. Nothing here blocks training or raises into it: when the queue is
+full, or InfluxDB is slow or down past the retry buffer, records are dropped and counted in
+:attr:`TrainingHook.stats`.
+
+Who this rank is comes from the arguments, else torch.distributed when it is initialized,
+else the launcher's environment (torchrun RANK/WORLD_SIZE/LOCAL_RANK, SLURM_PROCID/
+SLURM_NTASKS/SLURM_LOCALID/SLURM_JOB_ID). dp/pp/tp ranks follow Megatron-LM's layout
+(tensor-parallel ranks adjacent, then data-parallel, then pipeline stages) from ``tp_size`` and
+``pp_size``.
+
+>>> sent = []
+>>> hook = TrainingHook(job="j1", rank=0, world_size=8, tp_size=8, sink=sent.append,
+...                     cluster="c1", node="n1", flush_interval_s=0.05)
+>>> with hook.compute:
+...     pass
+>>> hook.step(tokens=4096)
+>>> hook.close()
+>>> any(line.startswith("train_step,cluster=c1,job=j1,node=n1,rank=0 ") for line in sent)
+True
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[str], None]  # takes a batch of line protocol; raises on failure
+MEMBERSHIP_EVERY_S = 60.0  # job_membership is restated so a flow joining late still sees it
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int
+    world_size: int
+    local_rank: int | None
+    job: str
+    dp_rank: int | None = None
+    tp_rank: int | None = None
+    pp_rank: int | None = None
+    pp_size: int | None = None
+
+
+@dataclass
+class HookStats:
+    steps: int = 0
+    sent_lines: int = 0
+    dropped_queue_full: int = 0
+    dropped_send_failed: int = 0
+    send_errors: int = 0
+
+
+def detect_rank(
+    env: Mapping[str, str], job: str | None = None, tp_size: int = 1, pp_size: int = 1
+) -> RankInfo:
+    """This process's rank, from torch.distributed when initialized, else the environment."""
+    rank, world = _torch_rank()
+    if rank is None:
+        rank = _int(env, "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK") or 0
+        world = _int(env, "WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE") or 1
+    local = _int(env, "LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK")
+    job = job or env.get("REFLEX_JOB") or env.get("SLURM_JOB_ID") or env.get("TORCHELASTIC_RUN_ID")
+    return with_layout(rank, world or 1, local, job or "unknown", tp_size, pp_size)
+
+
+def with_layout(
+    rank: int, world: int, local: int | None, job: str, tp_size: int, pp_size: int
+) -> RankInfo:
+    """Megatron-LM order: rank = pp_rank * (dp * tp) + dp_rank * tp + tp_rank."""
+    if tp_size < 1 or pp_size < 1 or world % (tp_size * pp_size):
+        return RankInfo(rank, world, local, job)
+    dp_size = world // (tp_size * pp_size)
+    return RankInfo(
+        rank,
+        world,
+        local,
+        job,
+        dp_rank=(rank // tp_size) % dp_size,
+        tp_rank=rank % tp_size,
+        pp_rank=rank // (tp_size * dp_size),
+        pp_size=pp_size,
+    )
+
+
+def _torch_rank() -> tuple[int | None, int | None]:
+    distributed = sys.modules.get("torch.distributed")  # never import torch ourselves
+    try:
+        if distributed is not None and distributed.is_available() and distributed.is_initialized():
+            return int(distributed.get_rank()), int(distributed.get_world_size())
+    except Exception:
+        pass
+    return None, None
+
+
+def _int(env: Mapping[str, str], *names: str) -> int | None:
+    for name in names:
+        value = env.get(name, "")
+        if value.strip().isdigit():
+            return int(value)
+    return None
+
+
+class _Phase:
+    """A reusable context manager adding elapsed time to one of the hook's accumulators."""
+
+    __slots__ = ("_hook", "_index", "_started")
+
+    def __init__(self, hook: TrainingHook, index: int) -> None:
+        self._hook, self._index, self._started = hook, index, 0.0
+
+    def __enter__(self) -> None:
+        self._started = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self._hook._phase_seconds[self._index] += time.perf_counter() - self._started
+
+
+class TrainingHook:
+    """See the module docstring. Methods on the training thread never raise."""
+
+    def __init__(
+        self,
+        *,
+        job: str | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        local_rank: int | None = None,
+        tp_size: int = 1,
+        pp_size: int = 1,
+        profile: str | None = None,
+        cluster: str | None = None,
+        node: str | None = None,
+        sink: Sink | None = None,
+        env: Mapping[str, str] | None = None,
+        max_queue: int = 10_000,
+        max_retry_lines: int = 50_000,
+        flush_interval_s: float = 1.0,
+    ) -> None:
+        env = os.environ if env is None else env
+        if rank is not None:
+            self.info = with_layout(
+                rank, world_size or 1, local_rank, job or "unknown", tp_size, pp_size
+            )
+        else:
+            self.info = detect_rank(env, job, tp_size, pp_size)
+        self.cluster = cluster or env.get("REFLEX_CLUSTER") or "default"
+        self.node = node or env.get("REFLEX_NODE") or socket.gethostname()
+        self.profile = profile
+        self.stats = HookStats()
+        self.compute = _Phase(self, 0)
+        self.comm = _Phase(self, 1)
+        self._phase_seconds = [0.0, 0.0]
+        self._sink = sink if sink is not None else http_sink_from_env(env)
+        self._queue: deque[tuple[Any, ...]] = deque()
+        self._max_queue = max_queue
+        self._retry: deque[str] = deque()
+        self._max_retry = max_retry_lines
+        self._flush_interval_s = flush_interval_s
+        self._last_step = time.perf_counter()
+        self._step_number = 0
+        self._next_membership = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="reflex-hook", daemon=True)
+        self._thread.start()
+
+    # -- the training thread ------------------------------------------------------------------
+
+    def step(
+        self, *, tokens: int | None = None, loss: float | None = None, step: int | None = None
+    ) -> None:
+        """Ends a step: its time is the time since the previous call (or since the hook began)."""
+        now = time.perf_counter()
+        wall_ns = time.time_ns()
+        compute, comm = self._phase_seconds
+        self._phase_seconds = [0.0, 0.0]
+        elapsed, self._last_step = now - self._last_step, now
+        self._step_number = step if step is not None else self._step_number + 1
+        self._put(("step", wall_ns, self._step_number, elapsed, compute, comm, tokens, loss))
+
+    def event(self, kind: str, message: str, code: int | None = None) -> None:
+        """A training-side event (nccl_timeout, process_exit, ...), written at the next flush."""
+        self._put(("event", time.time_ns(), kind, message, code))
+
+    def _put(self, record: tuple[Any, ...]) -> None:
+        # deque.append is atomic under the GIL; the length check may let a few records past
+        # max_queue when threads race, which is harmless.
+        if len(self._queue) >= self._max_queue:
+            self.stats.dropped_queue_full += 1
+        else:
+            self._queue.append(record)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Marks this rank inactive, sends what is queued (for up to ``timeout_s``), stops."""
+        try:
+            self._put(("membership", time.time_ns(), False))
+            self._stop.set()
+            self._thread.join(timeout_s)
+        except Exception:
+            log.debug("reflex training hook: close failed", exc_info=True)
+
+    # -- the background thread ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            stopping = self._stop.wait(self._flush_interval_s)
+            try:
+                self._flush()
+            except Exception:
+                self.stats.send_errors += 1
+                log.debug("reflex training hook: flush failed", exc_info=True)
+            if stopping:
+                return
+
+    def _flush(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_membership and not self._stop.is_set():
+            self._next_membership = now + MEMBERSHIP_EVERY_S
+            self._queue.append(("membership", time.time_ns(), True))
+        lines = list(self._retry)
+        self._retry.clear()
+        while self._queue:
+            lines.append(self._line(self._queue.popleft()))
+        if not lines:
+            return
+        try:
+            self._sink("\n".join(lines) + "\n")
+        except Exception as error:
+            self.stats.send_errors += 1
+            log.debug("reflex training hook: send failed: %s", error)
+            keep = lines[-self._max_retry :]
+            self.stats.dropped_send_failed += len(lines) - len(keep)
+            self._retry.extend(keep)
+            return
+        self.stats.sent_lines += len(lines)
+
+    def _line(self, record: tuple[Any, ...]) -> str:
+        kind, wall_ns = record[0], record[1]
+        info = self.info
+        head = f"cluster={_tag(self.cluster)},job={_tag(info.job)},node={_tag(self.node)}"
+        head += f",rank={info.rank}"
+        if kind == "step":
+            _, _, number, elapsed, compute, comm, tokens, loss = record
+            self.stats.steps += 1
+            fields = [f"step={number}i", f"step_time_seconds={float(elapsed)!r}"]
+            if compute:
+                fields.append(f"compute_seconds={float(compute)!r}")
+            if comm:
+                fields.append(f"comm_seconds={float(comm)!r}")
+            if tokens is not None and elapsed > 0:
+                fields.append(f"tokens_per_second={float(tokens / elapsed)!r}")
+            if loss is not None and _finite(loss):
+                fields.append(f"loss={float(loss)!r}")
+            return f"train_step,{head} {','.join(fields)} {wall_ns}"
+        if kind == "event":
+            _, _, event_kind, message, code = record
+            tags = f"cluster={_tag(self.cluster)},kind={_tag(event_kind)},node={_tag(self.node)}"
+            fields = [
+                f"job={_string(info.job)}",
+                f"rank={info.rank}i",
+                f"message={_string(message)}",
+            ]
+            if code is not None:
+                fields.append(f"code={int(code)}i")
+            return f"event,{tags},source=training {','.join(fields)} {wall_ns}"
+        return f"job_membership,{head} {self._membership_fields(record[2])} {wall_ns}"
+
+    def _membership_fields(self, active: bool) -> str:
+        info = self.info
+        fields = [f"world_size={info.world_size}i", f"active={'true' if active else 'false'}"]
+        for name in ("dp_rank", "pp_rank", "tp_rank", "pp_size"):
+            value = getattr(info, name)
+            if value is not None:
+                fields.append(f"{name}={value}i")
+        if info.local_rank is not None:
+            fields.append(f"gpu={info.local_rank}i")
+        if self.profile:
+            fields.append(f"profile={_string(self.profile)}")
+        return ",".join(fields)
+
+
+def _finite(value: float) -> bool:
+    return value == value and value not in (float("inf"), float("-inf"))
+
+
+def _tag(value: str) -> str:
+    text = str(value).replace("\n", " ").replace("\r", " ").rstrip("\\") or "unknown"
+    return text.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
+
+
+def _string(value: str) -> str:
+    text = str(value).replace("\n", " ").replace("\r", " ")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def http_sink(url: str, token: str, org: str, bucket: str, *, timeout_s: float = 5.0) -> Sink:
+    """POSTs a batch to InfluxDB 2.x ``/api/v2/write`` (ns precision); raises on failure."""
+    query = urllib.parse.urlencode({"org": org, "bucket": bucket, "precision": "ns"})
+    endpoint = f"{url.rstrip('/')}/api/v2/write?{query}"
+
+    def send(batch: str) -> None:
+        request = urllib.request.Request(
+            endpoint,
+            data=batch.encode(),
+            method="POST",
+            headers={"Authorization": f"Token {token}", "Content-Type": "text/plain"},
+        )
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            if response.status >= 300:
+                raise OSError(f"InfluxDB answered {response.status}")
+
+    return send
+
+
+def http_sink_from_env(env: Mapping[str, str]) -> Sink:
+    """The InfluxDB sink the ``REFLEX_INFLUX_*`` variables describe, or one that drops."""
+    url = env.get("REFLEX_INFLUX_URL")
+    if not url:
+        return _discard
+    token = env.get("REFLEX_INFLUX_TOKEN", "")
+    if not token and env.get("REFLEX_INFLUX_TOKEN_FILE"):
+        try:
+            from reflex.config import read_token_file
+
+            token = read_token_file(Path(env["REFLEX_INFLUX_TOKEN_FILE"]))
+        except Exception as error:
+            log.warning("reflex training hook: no token (%s); not sending", error)
+            return _discard
+    org = env.get("REFLEX_INFLUX_ORG", "reflex")
+    return http_sink(url, token, org, env.get("REFLEX_INFLUX_BUCKET", "telemetry"))
+
+
+def _discard(batch: str) -> None:
+    pass
