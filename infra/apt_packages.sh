@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Debian packages the project needs: pkg-config for the InfluxDB build. Installs only what is missing.
+# Debian packages the project needs. Installs only what is missing.
+#   pkg-config                 the InfluxDB build
+#   chromium, chromium-driver  headless rendering of incident reports in the tests
 set -euo pipefail
 needed=()
 command -v pkg-config >/dev/null || needed+=(pkg-config)
+[ -x /usr/bin/chromium ] || needed+=(chromium)
+[ -x /usr/bin/chromedriver ] || needed+=(chromium-driver)
 if [ ${#needed[@]} -gt 0 ]; then
   apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${needed[@]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${needed[@]}"
 fi
