@@ -28,7 +28,7 @@ def sample_value(spec: FieldSpec, index: int) -> FieldValue:
 
 def sample_tags(tags: tuple[str, ...], index: int) -> dict[str, str]:
     variant = index % 3
-    return {tag: f"{tag} {variant},x=y" if tag == "node" else f"{tag}-{variant}" for tag in tags}
+    return {tag: f'{tag} "{variant}",x=y' if tag == "node" else f"{tag}-{variant}" for tag in tags}
 
 
 def sample_points(

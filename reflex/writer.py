@@ -333,10 +333,11 @@ class Writer:
 
     def _spill(self, *, everything: bool) -> None:
         """Moves the oldest pending batches to the spool: all of them, or enough to keep
-        memory within max_buffer_points."""
+        memory within max_buffer_points (counting room for the batch being filled)."""
         if everything:
             self._seal()
-        while self._pending and (everything or self.backlog > self.max_buffer_points):
+        room = self.max_buffer_points - self.batch_size
+        while self._pending and (everything or self._pending_points > room):
             batch = self._pending.popleft()
             self._pending_points -= len(batch)
             self.stats.dropped_spool_full += self._spool.append(batch)

@@ -211,7 +211,12 @@ def decode(line: str, schema: Schema | None = None) -> Point:
     if "\\" not in line and '"' not in line:
         sections = line.split(" ")  # fast path: nothing escaped or quoted
     else:
-        sections = _split_escaped(line, " ", quotes=True)
+        # Quotes delimit string field values only; in the measurement and tags they are plain
+        # characters, so the head ends at the first unescaped space whatever quotes it holds.
+        head_and_rest = _split_escaped(line, " ", limit=1)
+        sections = head_and_rest[:1]
+        if len(head_and_rest) > 1:
+            sections += _split_escaped(head_and_rest[1], " ", quotes=True)
     if len(sections) not in (2, 3):
         raise PointError(f"expected 'measurement,tags fields [time]', got {len(sections)} sections")
     head = _split_escaped(sections[0], ",", limit=1)
