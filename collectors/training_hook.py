@@ -175,7 +175,8 @@ class TrainingHook:
         self._flush_interval_s = flush_interval_s
         self._last_step = time.perf_counter()
         self._step_number = 0
-        self._next_membership = 0.0
+        self._queue.append(("membership", time.time_ns(), True))
+        self._next_membership = time.monotonic() + MEMBERSHIP_EVERY_S
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="reflex-hook", daemon=True)
         self._thread.start()
