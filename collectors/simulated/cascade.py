@@ -10,7 +10,7 @@ the node whose ranks stay silent.
 >>> from collectors.simulated.cluster import build_cluster
 >>> job = build_cluster(load_scenario("demo")).jobs[0]
 >>> events, incident = crash(job, 100.0, 5, "boom", np.random.default_rng(0), 0)
->>> len(events) == 2 * job.world_size, incident.kind, incident.time_s
+>>> len(events) == 2 * job.world_size - 1, incident.kind, incident.time_s
 (True, 'crash', 100.0)
 """
 

@@ -142,8 +142,8 @@ def _resolve(config: FaultConfig, ctx: Context) -> Where:
     if config.node is not None:
         node = cluster.node_index(config.node)
     elif config.job is not None:
-        job = next(j for j in cluster.jobs if j.name == config.job)
-        node = cluster.node_index(job.nodes[config.job_node % len(job.nodes)])
+        named = next(j for j in cluster.jobs if j.name == config.job)
+        node = cluster.node_index(named.nodes[config.job_node % len(named.nodes)])
     else:
         raise ValueError(f"fault {config.type}: give node, or job and job_node")
     if not 0 <= node < len(cluster.nodes):

@@ -16,7 +16,7 @@ import numpy as np
 
 from collectors.simulated.cluster import ClusterSpec
 from collectors.simulated.faults import pci_bus_id
-from collectors.simulated.telemetry import BlockInput, Counters, frame, noise, ratio, tag
+from collectors.simulated.telemetry import BlockInput, Counters, frame, noise, tag
 from schemas.frame import Frame
 
 NVLINK_EVERY_S = 10  # reading every link's counters is expensive; real collectors do it rarely
@@ -85,8 +85,10 @@ class GpuTelemetry:
         names = [
             p.match[0] for p in self.cluster.profiles() for _ in range(self.cluster.gpus_per_node)
         ]
+        # Stable per seed and GPU; the tail scatters the bits like a real UUID does.
         uuids = [
-            f"GPU-{self.uuid_seed & 0xFFFF:04x}{g:04x}-5eed-4a11-9c1e-{g * 2654435761 & 0xFFFFFFFFFFFF:012x}"
+            f"GPU-{self.uuid_seed & 0xFFFF:04x}{g:04x}-5eed-4a11-9c1e-"
+            f"{g * 2654435761 & 0xFFFFFFFFFFFF:012x}"
             for g in range(self.count)
         ]
         fields = {

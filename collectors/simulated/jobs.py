@@ -244,8 +244,10 @@ class JobRuntime:
 
 
 def _at(values: np.ndarray | float, second: int, columns: np.ndarray) -> np.ndarray | float:
-    return values if np.isscalar(values) else np.asarray(values)[second, columns]
+    if isinstance(values, np.ndarray):
+        return values[second, columns]
+    return values
 
 
-def _ns(start_ns: int, seconds: np.ndarray) -> np.ndarray:
+def _ns(start_ns: int, seconds: np.ndarray | float) -> np.ndarray:
     return start_ns + np.round(np.asarray(seconds) * 1e9).astype(np.int64)

@@ -4,6 +4,7 @@ Everything random is decided from the seed: the schedule (background, quirks, fa
 at construction, the per-second noise per block of ``chunks(seconds)``. The same seed and
 chunk length give identical frames.
 
+>>> from collectors.simulated.scenario import load_scenario
 >>> sim = Simulation(load_scenario("demo"), seed=7)
 >>> chunk = next(iter(sim.chunks(seconds=10.0)))
 >>> sorted({f.measurement for f in chunk})[:4]
@@ -31,7 +32,7 @@ from collectors.simulated.host_telemetry import HostTelemetry
 from collectors.simulated.jobs import JobRuntime
 from collectors.simulated.mixture import mixture_faults
 from collectors.simulated.network_telemetry import NetworkTelemetry
-from collectors.simulated.scenario import Scenario, load_scenario
+from collectors.simulated.scenario import Scenario
 from collectors.simulated.telemetry import BlockInput
 from schemas.frame import Frame
 
@@ -39,6 +40,7 @@ from schemas.frame import Frame
 class Simulation:
     """A seeded run of one scenario.
 
+    >>> from collectors.simulated.scenario import load_scenario
     >>> sim = Simulation(load_scenario("benign_quiet"), seed=1)
     >>> sim.truth[0].expect
     'no_hardware_fault'
@@ -94,7 +96,7 @@ class Simulation:
         if self._started:
             raise RuntimeError("a Simulation runs once; make a new one to replay it")
         self._started = True
-        step = int(round(seconds))
+        step = round(seconds)
         if step < 1 or abs(step - seconds) > 1e-9:
             raise ValueError(f"chunk length must be a whole number of seconds >= 1, not {seconds}")
         total = int(np.ceil(self.duration_s))
