@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from influxdb_client import BucketRetentionRules, InfluxDBClient
 from influxdb_client.domain.task_create_request import TaskCreateRequest
 from influxdb_client.domain.task_update_request import TaskUpdateRequest
+from influxdb_client.rest import ApiException
 from influxdb_client.service.secrets_service import SecretsService
 
 from dashboards.flux_params import Duration, FluxValue, set_params
@@ -156,13 +157,18 @@ def _org_id(client: InfluxDBClient, org: str) -> str:
 
 def _ensure_bucket(client: InfluxDBClient, org_id: str, settings: AlertSettings) -> None:
     buckets = client.buckets_api()
-    found = buckets.find_buckets(name=settings.downsampled_bucket, org_id=org_id).buckets
+    try:
+        found = buckets.find_buckets(name=settings.downsampled_bucket, org_id=org_id).buckets
+    except ApiException as error:
+        if error.status != 404:  # 2.x answers 404 to a name filter that matches nothing
+            raise
+        found = []
     if not found:
         rule = BucketRetentionRules(
             type="expire", every_seconds=settings.downsampled_retention_days * 86400
         )
         buckets.create_bucket(
-            bucket_name=settings.downsampled_bucket, retention_rules=rule, org_id=org_id
+            bucket_name=settings.downsampled_bucket, retention_rules=rule, org=org_id
         )
 
 

@@ -3,9 +3,8 @@
 import "http/requests"
 import "json"
 import "influxdata/influxdb/secrets"
-import "influxdata/influxdb/tasks"
 
-option task = {name: "reflex-critical-xid", every: 1m}
+option task = {name: "reflex-critical-xid", every: 1m, offset: 30s}
 
 // Parameters: `reflex alerts install` rewrites these lines.
 telemetry_bucket = "telemetry"
@@ -33,7 +32,7 @@ post = (r) =>
     )
 
 from(bucket: telemetry_bucket)
-    |> range(start: tasks.lastSuccess(orTime: -task.every))
+    |> range(start: -task.every)
     |> filter(fn: (r) => r._measurement == "event" and r.kind == "xid" and r._field == "code")
     |> filter(fn: (r) => contains(value: r._value, set: critical_xids))
     |> group()

@@ -1,10 +1,9 @@
-// Notifies an HTTP endpoint once for each node whose collectors went silent: the node's
-// last self-metric point fell more than `silence` ago, after the previous successful run.
+// Notifies an HTTP endpoint once for each node whose collectors went silent: the run whose
+// window [now - silence - every, now - silence) holds the node's last self-metric point.
 import "date"
 import "http/requests"
 import "json"
 import "influxdata/influxdb/secrets"
-import "influxdata/influxdb/tasks"
 
 option task = {name: "reflex-collector-deadman", every: 1m}
 
@@ -15,8 +14,8 @@ lookback = 24h
 webhook_timeout = 10s
 
 webhook_url = secrets.get(key: "reflex_alert_webhook_url")
-silent_after = date.sub(d: silence, from: tasks.lastSuccess(orTime: -task.every))
 silent_before = date.sub(d: silence, from: now())
+silent_after = date.sub(d: task.every, from: silent_before)
 post = (r) =>
     requests.post(
         url: webhook_url,

@@ -2,9 +2,8 @@
 // 5 minutes (and the signal and job of the latest one) go to the long-retention bucket.
 // Runs start at a window boundary, so a window the previous run saw half of is rewritten whole.
 import "date"
-import "influxdata/influxdb/tasks"
 
-option task = {name: "reflex-downsample-scores", every: 1h}
+option task = {name: "reflex-downsample-scores", every: 1h, offset: 5m}
 
 // Parameters: `reflex alerts install` rewrites these lines.
 results_bucket = "reflex"
@@ -13,7 +12,7 @@ resolution = 5m
 
 scores =
     from(bucket: results_bucket)
-        |> range(start: date.truncate(t: tasks.lastSuccess(orTime: -task.every), unit: resolution))
+        |> range(start: date.truncate(t: date.sub(d: task.every, from: now()), unit: resolution))
         |> filter(fn: (r) => r._measurement == "reflex_score")
 
 worst =

@@ -1,12 +1,12 @@
 // Notifies an HTTP endpoint of every Reflex localization event at or above a severity.
-// One event id gives one notification: each run reads only what arrived since the last
-// successful run, and a failed delivery fails the run so that the next run retries it.
+// One event id gives one notification: scheduled runs read back-to-back windows of `every`
+// (the offset leaves 30 s for late writes), and a failed delivery fails the run, which
+// InfluxDB lists under the task's failed runs.
 import "http/requests"
 import "json"
 import "influxdata/influxdb/secrets"
-import "influxdata/influxdb/tasks"
 
-option task = {name: "reflex-localization-event", every: 1m}
+option task = {name: "reflex-localization-event", every: 1m, offset: 30s}
 
 // Parameters: `reflex alerts install` rewrites these lines.
 results_bucket = "reflex"
@@ -65,7 +65,7 @@ post = (body) =>
     )
 
 from(bucket: results_bucket)
-    |> range(start: tasks.lastSuccess(orTime: -task.every))
+    |> range(start: -task.every)
     |> filter(fn: (r) => r._measurement == "reflex_event")
     |> filter(
         fn: (r) =>
