@@ -91,3 +91,10 @@ def test_token_file_must_be_private(tmp_path: Path) -> None:
 def test_missing_token_file_names_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read token file"):
         load_config(None, env={"REFLEX_INFLUX_TOKEN_FILE": str(tmp_path / "nope")})
+
+
+def test_the_example_deploy_config_loads() -> None:
+    example = Path(__file__).parents[1] / "deploy" / "collect.toml"
+    config = load_config(example, env={"REFLEX_INFLUX_TOKEN": "t"})  # env token wins the file
+    settings = config.section("collect", CollectSettings)
+    assert config.identity.cluster == "train-a" and settings.interval("host_fs", 1.0) == 30.0
