@@ -15,7 +15,8 @@ the ``pfc_*`` fields stay absent: a driver that exposes them in sysfs gets a lin
 
 >>> from pathlib import Path
 >>> collector = NicCollector("c1", "n1", sys_root=Path("tests/fixtures/nic/sys"))
->>> [(p.tags["hca"], p.fields["port_xmit_data_bytes"]) for p in collector.collect(0)][:1]
+>>> ports = [p for p in collector.collect(0) if p.measurement == "ib_port"]
+>>> [(p.tags["hca"], p.fields["port_xmit_data_bytes"]) for p in ports][:1]
 [('mlx5_0', 374863364838528)]
 """
 

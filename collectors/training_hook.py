@@ -19,7 +19,7 @@ SLURM_NTASKS/SLURM_LOCALID/SLURM_JOB_ID). dp/pp/tp ranks follow Megatron-LM's la
 ...     pass
 >>> hook.step(tokens=4096)
 >>> hook.close()
->>> any(line.startswith("train_step,cluster=c1,job=j1,node=n1,rank=0 ") for line in sent)
+>>> "train_step,cluster=c1,job=j1,node=n1,rank=0 step=1i" in "".join(sent)
 True
 """
 
