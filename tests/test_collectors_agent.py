@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from collectors.agent import Agent
 from collectors.agent_cli import command
-from collectors.base import FixedClock, HardwareAbsent
+from collectors.base import Collector, FixedClock, HardwareAbsent
 from collectors.gpu import GpuCollector
 from collectors.host import HostCollector
 from collectors.kmsg import KmsgCollector
@@ -243,7 +243,7 @@ def test_agent_writes_to_real_influxdb(influx: Any, influx_bucket: str, tmp_path
 
     writer = Writer(influx.url, influx.token, influx.org, influx_bucket, tmp_path / "spool")
     sink = WriterSink(writer, flush_interval_s=0.2)
-    collectors = [
+    collectors: list[Collector] = [
         HostCollector("c1", "n1", proc_root=FIXTURES / "host" / "proc"),
         NicCollector("c1", "n1", sys_root=FIXTURES / "nic" / "sys"),
         KmsgCollector(
