@@ -16,7 +16,7 @@ from reflex.influxdb_server import InfluxServer
 
 pytestmark = pytest.mark.influx
 WINDOW = "1m"
-PREFERRED = {"cluster": CLUSTER, "job": JOB, "node": FAULT_NODE, "signal": "temperature_celsius"}
+PREFERRED = {"cluster": CLUSTER, "job": JOB, "node": FAULT_NODE, "signal": "temperature_high"}
 
 
 @pytest.fixture(scope="module")
