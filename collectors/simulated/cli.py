@@ -7,6 +7,7 @@ reflex simulate --list
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from collectors.simulated.faults import fault_types
 from collectors.simulated.lineproto import frame_lines
 from collectors.simulated.scenario import load_scenario, scale_scenario, scenario_names
 from collectors.simulated.simulation import Simulation
+from reflex.writer import Writer
 
 MAX_GPUS = 10_000
 
@@ -30,6 +32,14 @@ MAX_GPUS = 10_000
               help="Line-protocol file (default: stdout).")  # fmt: skip
 @click.option("--truth", type=click.Path(dir_okay=False, path_type=Path),
               help="Ground-truth JSON label file.")  # fmt: skip
+@click.option("--influx", "influx_url",
+              help="Write to this InfluxDB through reflex.writer (and to --out if given).")  # fmt: skip
+@click.option("--token", envvar="REFLEX_INFLUX_TOKEN", default="", show_envvar=True)
+@click.option("--org", envvar="REFLEX_INFLUX_ORG", default="reflex", show_default=True)
+@click.option("--bucket", envvar="REFLEX_INFLUX_BUCKET", default="telemetry", show_default=True)
+@click.option("--spool-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path(".reflex-spool/simulate"), show_default=True,
+              help="Where undelivered batches wait for InfluxDB.")  # fmt: skip
 @click.option("--chunk-seconds", default=10, show_default=True, type=click.IntRange(1),
               help="Simulated seconds generated per batch.")  # fmt: skip
 @click.option("--list", "list_only", is_flag=True, help="List scenarios and fault types.")
@@ -39,6 +49,11 @@ def command(
     scale: int | None,
     out: Path | None,
     truth: Path | None,
+    influx_url: str | None,
+    token: str,
+    org: str,
+    bucket: str,
+    spool_dir: Path,
     chunk_seconds: int,
     list_only: bool,
 ) -> None:
@@ -57,8 +72,13 @@ def command(
     if truth:
         sim.write_truth(truth)
     started = time.perf_counter()
-    with out.open("w") if out else _stdout() as sink:
-        points = write_lines(sim, sink, chunk_seconds)
+    if influx_url:
+        points = _to_influx(
+            sim, chunk_seconds, out, Writer(influx_url, token, org, bucket, spool_dir)
+        )
+    else:
+        with out.open("w") if out else _stdout() as sink:
+            points = write_lines(sim, sink, chunk_seconds)
     elapsed = time.perf_counter() - started
     click.echo(
         f"{loaded.name}: {len(sim.cluster.nodes)} nodes, {sim.cluster.gpu_count} GPUs, "
@@ -66,6 +86,22 @@ def command(
         f"({points / max(elapsed, 1e-9):,.0f} points/s), {len(sim.truth)} truth labels",
         err=True,
     )
+
+
+def _to_influx(sim: Simulation, chunk_seconds: int, out: Path | None, writer: Writer) -> int:
+    """Writes to InfluxDB, and to ``out`` too when given."""
+    points = 0
+    with writer, out.open("w") if out else contextlib.nullcontext() as sink:
+        for chunk in sim.chunks(seconds=float(chunk_seconds)):
+            for frame in chunk:
+                lines = frame_lines(frame)
+                points += len(lines)
+                writer.write(lines)
+                if sink is not None:
+                    sink.write("\n".join(lines) + "\n")
+    if writer.stats.rejected or not writer.spool_empty:
+        click.echo(f"influx: {writer.stats}", err=True)
+    return points
 
 
 def write_lines(sim: Simulation, sink: TextIO, chunk_seconds: int) -> int:

@@ -273,7 +273,7 @@ def _nvlink_degradation(where: Where, ctx: Context, out: FaultOutput) -> None:
     _persist(
         out, "gpu", _one(where.gpu_global), where,
         nvlink_down=where.p("links_down", 4), nvlink_crc=where.p("crc_rate", 8.0),
-        comm=where.p("comm", 1.6),
+        comm=where.p("comm", 2.0),
     )  # fmt: skip
 
 
@@ -282,7 +282,7 @@ def _pcie_downgrade(where: Where, ctx: Context, out: FaultOutput) -> None:
     _persist(
         out, "gpu", _one(where.gpu_global), where,
         pcie_width=where.p("width", 8), pcie_replay=where.p("replay_rate", 0.3),
-        comm=where.p("comm", 1.35), compute=1.03,
+        comm=where.p("comm", 1.8), compute=1.03,
     )  # fmt: skip
 
 
@@ -291,7 +291,7 @@ def _ib_flapping(where: Where, ctx: Context, out: FaultOutput) -> None:
     port = _one(where.port_global)
     _persist(
         out, "port", port, where, symbol_error=where.p("symbol_rate", 40.0), rcv_error=3.0,
-        comm=where.p("comm", 1.45),
+        comm=where.p("comm", 1.8),
     )  # fmt: skip
     every = where.p("flap_every_s", 20.0)
     for t in np.arange(where.onset_s, where.end_s, every):
