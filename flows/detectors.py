@@ -10,6 +10,7 @@ Scores are signed deviations in units of robust spread; ``NaN`` means "still war
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -173,12 +174,14 @@ def peer_deviation(
         if len(rows) < min_peers:
             continue
         block = values[rows]
-        with np.errstate(all="ignore"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: signal absent
             center = np.nanmedian(block, axis=0)
             mad = MAD_TO_SIGMA * np.nanmedian(np.abs(block - center), axis=0)
         spread = np.fmax(mad, floors)
         if pooled_scale is not None:
-            with np.errstate(all="ignore"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
                 spread = np.fmax(spread, np.nanmedian(pooled_scale[rows], axis=0))
         out[rows] = (block - center) / spread
     return out
