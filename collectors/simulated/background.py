@@ -23,6 +23,7 @@ import numpy as np
 
 from collectors.simulated.cluster import ClusterSpec
 from collectors.simulated.effects import Episode
+from collectors.simulated.events import EventRecord
 from collectors.simulated.faults import SW_THERMAL
 from collectors.simulated.scenario import Scenario
 
@@ -76,6 +77,32 @@ def background_episodes(
             out.append(Episode("port", ports_of_job, start, end, "xmit_wait", 8e6))
             out.append(Episode("port", ports_of_job, start, end, "comm", 1.15))
     return out
+
+
+def background_events(
+    scenario: Scenario, cluster: ClusterSpec, rng: np.random.Generator
+) -> list[EventRecord]:
+    """Corrected machine checks: the kernel logs them, and they mean nothing for a job."""
+    nodes, starts, _ = _draws(
+        rng, scenario.background.mce_per_node_hour, len(cluster.nodes), scenario.duration_s, (0, 0)
+    )
+    offsets = rng.uniform(0, 1, len(starts))
+    return [
+        EventRecord(
+            scenario.start_ns + int((start + offset) * 1e9),
+            cluster.nodes[node].name,
+            "kmsg",
+            "mce",
+            {
+                "code": int(bank),
+                "message": f"mce: [Hardware Error]: Machine check events logged "
+                f"(corrected, bank {bank})",
+            },
+        )
+        for node, start, offset, bank in zip(
+            nodes, starts, offsets, rng.integers(0, 28, len(starts)), strict=True
+        )
+    ]
 
 
 def quirk_episodes(

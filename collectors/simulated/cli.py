@@ -33,7 +33,7 @@ MAX_GPUS = 10_000
 @click.option("--truth", type=click.Path(dir_okay=False, path_type=Path),
               help="Ground-truth JSON label file.")  # fmt: skip
 @click.option("--influx", "influx_url",
-              help="Write to this InfluxDB through reflex.writer (and to --out if given).")  # fmt: skip
+              help="Write to this InfluxDB via reflex.writer (and to --out if given).")  # fmt: skip
 @click.option("--token", envvar="REFLEX_INFLUX_TOKEN", default="", show_envvar=True)
 @click.option("--org", envvar="REFLEX_INFLUX_ORG", default="reflex", show_default=True)
 @click.option("--bucket", envvar="REFLEX_INFLUX_BUCKET", default="telemetry", show_default=True)

@@ -35,6 +35,7 @@ class BackgroundRates:
     nic_blip_per_port_hour: float = 0.5
     cpu_contention_per_node_hour: float = 0.6
     congestion_per_job_hour: float = 3.0
+    mce_per_node_hour: float = 0.5  # corrected machine checks: logged, harmless
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from collectors.simulated.background import Quirk, background_episodes, quirk_episodes
+from collectors.simulated.background import (
+    Quirk,
+    background_episodes,
+    background_events,
+    quirk_episodes,
+)
 from collectors.simulated.cascade import JobIncident
 from collectors.simulated.cluster import ClusterSpec, build_cluster
 from collectors.simulated.effects import Episode, EpisodeIndex, block_state
@@ -56,7 +61,7 @@ class Simulation:
         quirk_eps, self.quirks = quirk_episodes(scenario, self.cluster, schedule)
         episodes += quirk_eps
         self.background_episodes = list(episodes)
-        events: list[EventRecord] = []
+        events: list[EventRecord] = background_events(scenario, self.cluster, schedule)
         incidents: list[JobIncident] = []
         self.truth: list[FaultLabel] = []
         ctx = Context(self.cluster, schedule, self.duration_s, self.start_ns, scenario.name)
