@@ -107,20 +107,8 @@ def test_quirks_are_persistent_offsets() -> None:
 
 def test_cli_writes_line_protocol_and_truth(tmp_path: Path) -> None:
     out, truth = tmp_path / "run.lp", tmp_path / "truth.json"
-    result = CliRunner().invoke(
-        command,
-        [
-            "fault_xid79",
-            "--seed",
-            "3",
-            "--scale",
-            "32",
-            "--out",
-            str(out),
-            "--truth",
-            str(truth),
-        ],  # fmt: skip
-    )
+    arguments = ["fault_xid79", "--seed", "3", "--scale", "32"]
+    result = CliRunner().invoke(command, [*arguments, "--out", str(out), "--truth", str(truth)])
     assert result.exit_code == 0, result.output
     lines = out.read_text().splitlines()
     assert len(lines) > 50_000
