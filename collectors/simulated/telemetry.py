@@ -65,11 +65,6 @@ class Counters:
         self.values[name] = out[-1].copy()
         return out
 
-    def reset(self, name: str, entities: np.ndarray) -> None:
-        """A driver reload: volatile counters restart from zero."""
-        if name in self.values:
-            self.values[name][entities] = 0
-
 
 def tiled_tags(tags: dict[str, np.ndarray], seconds: int, rows: np.ndarray | None = None) -> dict:
     """Per-entity tag columns repeated for each second (time-major), optionally masked."""
