@@ -148,7 +148,12 @@ def rendered_tasks(settings: AlertSettings) -> dict[str, str]:
 
 
 def _org_id(client: InfluxDBClient, org: str) -> str:
-    found = client.organizations_api().find_organizations(org=org)
+    try:
+        found = client.organizations_api().find_organizations(org=org)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        found = []
     if not found:
         raise AlertConfigError(f"no organization named {org!r}")
     org_id: str = found[0].id

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 from influxdb_client import InfluxDBClient
+from influxdb_client.rest import ApiException
 
 from dashboards.alerts import (
     PAYLOAD_FORMATS,
@@ -40,6 +41,10 @@ def _connection(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def _api_failure(error: ApiException) -> str:
+    return f"InfluxDB answered HTTP {error.status}: {error.message or error.reason}"
 
 
 def _print(report: InstallReport) -> None:
@@ -93,6 +98,8 @@ def install_command(
             _print(install(client, org, settings))
     except (AlertConfigError, ValueError) as error:
         raise click.ClickException(str(error)) from None
+    except ApiException as error:
+        raise click.ClickException(_api_failure(error)) from None
 
 
 @command.command("uninstall")
@@ -104,3 +111,5 @@ def uninstall_command(url: str, token_file: Path | None, token: str | None, org:
             _print(uninstall(client, org))
     except AlertConfigError as error:
         raise click.ClickException(str(error)) from None
+    except ApiException as error:
+        raise click.ClickException(_api_failure(error)) from None

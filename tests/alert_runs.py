@@ -6,6 +6,7 @@ import time
 from datetime import datetime
 
 from dashboards_testdata import TestOrg
+from influxdb_client import InfluxDBClient
 from influxdb_client.rest import ApiException
 
 from dashboards.alerts import AlertSettings, install
@@ -41,5 +42,17 @@ def run_task(
             if run.status in ("success", "failed", "canceled"):
                 break
             time.sleep(0.1)
-        logs = [entry.message for entry in tasks.get_run_logs(task_id, run.id)]
+        logs = _logs(client, task_id, run.id)
     return str(run.status), logs
+
+
+def _logs(client: InfluxDBClient, task_id: str, run_id: str) -> list[str]:
+    """The run's log; a just-finished run's log can take a moment to be found."""
+    deadline = time.monotonic() + 10.0
+    while True:
+        try:
+            return [entry.message for entry in client.tasks_api().get_run_logs(task_id, run_id)]
+        except ApiException as error:
+            if error.status != 404 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
