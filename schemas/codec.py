@@ -18,12 +18,17 @@ True
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from schemas.contract import Schema, load_schema
 
 FieldValue = float | int | bool | str
+MAX_TIME_NS = 2**63 - 2  # InfluxDB refuses 2**63 - 1 ("time outside range")
+# InfluxDB unescapes only "\,", "\ " and "\=" in tags and takes any other backslash literally,
+# so a backslash before one of those characters, or at the very end, cannot be written.
+_UNWRITABLE_BACKSLASH = re.compile(r"\\([ ,=]|$)")
 
 
 class PointError(ValueError):
@@ -54,7 +59,7 @@ def validate(point: Point, schema: Schema | None = None) -> Point:
         value = point.tags.get(tag)
         if not isinstance(value, str) or not value:
             raise PointError("missing or empty tag", name, tag)
-        if "\n" in value or "\r" in value or value.endswith("\\"):
+        if "\n" in value or "\r" in value or _UNWRITABLE_BACKSLASH.search(value):
             raise PointError(f"tag value {value!r} cannot be written in line protocol", name, tag)
     for tag in point.tags:
         if tag not in spec.tags:
@@ -67,8 +72,9 @@ def validate(point: Point, schema: Schema | None = None) -> Point:
         if declared is None:
             raise PointError("undeclared field", name, key)
         fields[key] = _checked_value(field_value, declared.type, name, key)
-    if not isinstance(point.time_ns, int) or isinstance(point.time_ns, bool) or point.time_ns < 0:
-        raise PointError(f"timestamp {point.time_ns!r} is not a non-negative int of ns", name)
+    time_ns = point.time_ns
+    if not isinstance(time_ns, int) or isinstance(time_ns, bool) or not 0 <= time_ns <= MAX_TIME_NS:
+        raise PointError(f"timestamp {time_ns!r} is not an int of ns in [0, {MAX_TIME_NS}]", name)
     return Point(name, dict(point.tags), fields, point.time_ns)
 
 
@@ -96,12 +102,14 @@ def _checked_value(value: object, declared: str, measurement: str, key: str) -> 
     return value
 
 
+# InfluxDB's own escape sets (models/points.go): a backslash itself is never escaped in
+# measurements, tag keys, tag values and field keys; only in string field values.
 def _escape_key(text: str) -> str:
-    return text.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
+    return text.replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
 
 
 def _escape_measurement(text: str) -> str:
-    return text.replace("\\", "\\\\").replace(",", "\\,").replace(" ", "\\ ")
+    return text.replace(",", "\\,").replace(" ", "\\ ")
 
 
 def _format_value(value: FieldValue) -> str:
@@ -159,12 +167,20 @@ def _split_escaped(
     return parts
 
 
-def _unescape(text: str) -> str:
+def _unescape_key(text: str) -> str:
+    """As InfluxDB's unescapeTag: only "\\,", "\\ " and "\\=" lose their backslash."""
+    if "\\" not in text:
+        return text
+    return text.replace("\\,", ",").replace("\\ ", " ").replace("\\=", "=")
+
+
+def _unescape_string(text: str) -> str:
+    """As InfluxDB's unescapeStringField: "\\\\" and '\\"' lose a backslash, nothing else."""
     if "\\" not in text:
         return text
     out, index = [], 0
     while index < len(text):
-        if text[index] == "\\" and index + 1 < len(text) and text[index + 1] in ' ,="\\':
+        if text[index] == "\\" and index + 1 < len(text) and text[index + 1] in '"\\':
             out.append(text[index + 1])
             index += 2
         else:
@@ -177,7 +193,7 @@ def _parse_value(raw: str, key: str) -> FieldValue:
     if raw.startswith('"'):
         if len(raw) < 2 or not raw.endswith('"'):
             raise PointError(f"bad string value {raw!r}", field=key)
-        return _unescape(raw[1:-1])
+        return _unescape_string(raw[1:-1])
     if raw in ("t", "T", "true", "True", "TRUE"):
         return True
     if raw in ("f", "F", "false", "False", "FALSE"):
@@ -198,8 +214,8 @@ def _parse_pairs(section: str, *, values: bool) -> dict:
         kv = _split_escaped(pair, "=", quotes=values, limit=1)
         if len(kv) != 2 or not kv[0]:
             raise PointError(f"bad key=value {pair!r}")
-        key = _unescape(kv[0])
-        out[key] = _parse_value(kv[1], key) if values else _unescape(kv[1])
+        key = _unescape_key(kv[0])
+        out[key] = _parse_value(kv[1], key) if values else _unescape_key(kv[1])
     return out
 
 
@@ -220,7 +236,7 @@ def decode(line: str, schema: Schema | None = None) -> Point:
     if len(sections) not in (2, 3):
         raise PointError(f"expected 'measurement,tags fields [time]', got {len(sections)} sections")
     head = _split_escaped(sections[0], ",", limit=1)
-    measurement = _unescape(head[0])
+    measurement = _unescape_key(head[0])
     try:
         tags = _parse_pairs(head[1], values=False) if len(head) > 1 else {}
         fields = _parse_pairs(sections[1], values=True)

@@ -18,6 +18,9 @@ import pytest
 
 from reflex.influxdb_server import InfluxServer, start_influxdb
 
+# Flux's range() stops at now() unless told otherwise; test data may lie in the future.
+ALL_TIME = "range(start: 0, stop: 2262-04-11T23:47:16.854775807Z)"
+
 
 @pytest.fixture(scope="session")
 def influx() -> Iterator[InfluxServer]:
@@ -52,7 +55,7 @@ def bucket_point_count(server: InfluxServer, bucket: str, measurement: str, fiel
     """Stored points of one measurement (counted through one field every point carries)."""
     return query_count(
         server,
-        f'from(bucket: "{bucket}") |> range(start: 0) '
+        f'from(bucket: "{bucket}") |> {ALL_TIME} '
         f'|> filter(fn: (r) => r._measurement == "{measurement}" and r._field == "{field}") '
         "|> count()",
     )

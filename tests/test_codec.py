@@ -4,24 +4,34 @@ with an error that names the measurement and the field."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.codec import DecodeReport, Point, PointError, decode, decode_lines, encode, validate
+from schemas.codec import (
+    MAX_TIME_NS,
+    DecodeReport,
+    Point,
+    PointError,
+    decode,
+    decode_lines,
+    encode,
+    validate,
+)
 from schemas.contract import FieldSpec, load_schema
 
 SCHEMA = load_schema()
 MEASUREMENTS = sorted(SCHEMA.measurements)
 
-# Tag values may hold anything line protocol can escape; line breaks and a trailing backslash
-# cannot be written and are refused (tested below).
+# Tag values may hold anything line protocol can carry; line breaks, and a backslash before a
+# space, comma or equals sign or at the end, cannot be written and are refused (tested below).
 tag_values = st.text(st.characters(codec="utf-8", exclude_characters="\n\r"), min_size=1).filter(
-    lambda text: not text.endswith("\\")
+    lambda text: not re.search(r"\\([ ,=]|$)", text)
 )
 string_values = st.text(st.characters(codec="utf-8", exclude_characters="\n\r"))
-timestamps = st.integers(min_value=0, max_value=2**63 - 1)
+timestamps = st.integers(min_value=0, max_value=MAX_TIME_NS)
 
 
 def value_strategy(spec: FieldSpec) -> st.SearchStrategy:
@@ -63,7 +73,7 @@ def test_escaping_of_tags_and_strings_is_exact():
         5,
     )
     line = encode(point)
-    assert line.startswith('event,cluster=c\\ 1,kind=a\\\\b,node=n\\,2\\=x,source=say\\ "hi"')
+    assert line.startswith('event,cluster=c\\ 1,kind=a\\b,node=n\\,2\\=x,source=say\\ "hi"')
     assert 'message="NVRM: Xid 79, \\"fell off\\" \\\\bus\\\\"' in line
     assert decode(line) == validate(point)
 
@@ -95,6 +105,7 @@ HOST_TAGS = {"cluster": "c", "node": "n"}
         (Point("host", HOST_TAGS | {"rack": "r"}, {"load1": 1.0}, 1), ("host", "rack"), "tag"),
         (Point("host", HOST_TAGS, {}, 1), ("host", ""), "at least one field"),
         (Point("host", HOST_TAGS, {"load1": 1.0}, -1), ("host", ""), "timestamp"),
+        (Point("host", HOST_TAGS, {"load1": 1.0}, 2**63 - 1), ("host", ""), "timestamp"),
         (
             Point("event", {"cluster": "c", "node": "n", "source": "s", "kind": "k"},
                   {"message": "two\nlines"}, 1),
@@ -112,7 +123,7 @@ def test_contract_breaches_are_refused_with_where_and_why(point, where, reason):
     assert str(error).startswith(".".join(part for part in where if part))
 
 
-@pytest.mark.parametrize("bad", ["a\nb", "a\rb", "ends\\", ""])
+@pytest.mark.parametrize("bad", ["a\nb", "a\rb", "ends\\", "", "a\\,b", "a\\ b", "a\\=b"])
 def test_tag_values_that_would_break_line_protocol_are_refused(bad):
     with pytest.raises(PointError) as raised:
         encode(Point("host", {"cluster": "c", "node": bad}, {"load1": 1.0}, 1))
