@@ -85,7 +85,10 @@ step "building influxd (libflux + Go; 30-50 min cold on 2 cores, log: $log)"
 start=$(date +%s)
 (
   cd "$src"
-  go build -v -tags sqlite_foreign_keys,sqlite_json -o "$work/influxd" ./cmd/influxd
+  # -X main.version: otherwise influxd reports "dev" in `influxd version` and X-Influxdb-Version.
+  go build -v -tags sqlite_foreign_keys,sqlite_json \
+    -ldflags "-X main.version=v$version -X main.commit=reflex-build-influxdb" \
+    -o "$work/influxd" ./cmd/influxd
 ) >>"$log" 2>&1 &
 pid=$!
 while kill -0 "$pid" 2>/dev/null; do

@@ -21,6 +21,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from schemas.contract import Schema, load_schema
 
@@ -104,10 +105,13 @@ def _checked_value(value: object, declared: str, measurement: str, key: str) -> 
 
 # InfluxDB's own escape sets (models/points.go): a backslash itself is never escaped in
 # measurements, tag keys, tag values and field keys; only in string field values.
+# Cached because names and tag values are few (low cardinality by design) and encoding is hot.
+@lru_cache(maxsize=1 << 16)
 def _escape_key(text: str) -> str:
     return text.replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
 
 
+@lru_cache(maxsize=1 << 10)
 def _escape_measurement(text: str) -> str:
     return text.replace(",", "\\,").replace(" ", "\\ ")
 
