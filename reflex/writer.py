@@ -260,10 +260,13 @@ class Writer:
                         break
                     self._sleep(wait)
                 requests += 1
-                if not self._deliver_next():
-                    continue  # the backoff decides when to try again
-        finally:
-            self._spill(everything=False)
+                self._deliver_next()  # on failure the backoff decides when to try again
+        except BaseException:
+            # A loud failure (a refused token, a missing bucket) must not take the queued
+            # points with it if the process then dies: they wait on disk for a fixed config.
+            self._spill(everything=True)
+            raise
+        self._spill(everything=False)
 
     def _deliver_next(self) -> bool:
         """One step: a chunk of the oldest spool segment, else the oldest pending batch."""

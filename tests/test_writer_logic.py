@@ -161,11 +161,12 @@ def test_a_full_spool_drops_its_oldest_segment_counts_it_and_keeps_the_newest(tm
 def test_auth_errors_raise_and_keep_the_batch(tmp_path):
     from reflex.writer import WriterAuthError
 
-    writer = make(tmp_path, lambda lines: SendResult(403, "forbidden"))
-    writer.write([point(1)])
+    writer = make(tmp_path, lambda lines: SendResult(403, "forbidden"), batch_size=10)
+    with pytest.raises(WriterAuthError):
+        writer.write(point(i) for i in range(25))  # raised when the first batch is sent
+    assert not writer.spool_empty and writer.backlog == 0  # on disk, should the process die
     with pytest.raises(WriterAuthError):
         writer.flush()
-    assert not writer.spool_empty
 
 
 def test_a_torn_last_spool_line_is_dropped(tmp_path):
