@@ -1,10 +1,16 @@
 """Builds the flow from REFLEX_* environment variables, for ``python -m bytewax.run``
-(every process of a Bytewax cluster imports the flow the same way).
+(every process of a Bytewax cluster imports the flow the same way). ``reflex flow`` sets them.
 
-* ``REFLEX_SOURCE``: ``sim:SCENARIO[:SEED]`` or ``file:PATH.lp`` (``influx`` comes with the
-  production source).
-* ``REFLEX_SHARDS``: partitions of nodes (default 4).
-* ``REFLEX_OUT``: directory for events.jsonl, outputs.lp, errors.jsonl.
+* ``REFLEX_SOURCE``: ``sim:SCENARIO[:SEED]``, ``file:PATH.lp`` or ``influx`` (the ``[influx]``
+  settings of ``REFLEX_CONFIG`` and the environment, see :mod:`reflex.config`).
+* ``REFLEX_SHARDS``: partitions of nodes (default 4). Keep it fixed for a deployment: a node's
+  state lives in its shard.
+* ``REFLEX_SINK``: ``files`` (default) or ``influx`` (results bucket ``REFLEX_RESULTS_BUCKET``,
+  default ``reflex``; spool in ``REFLEX_OUT/spool``).
+* ``REFLEX_OUT``: directory for events.jsonl, outputs.lp, errors.jsonl (errors only, with
+  ``REFLEX_SINK=influx``).
+* Influx source only: ``REFLEX_LAG_SECONDS`` (default 5), ``REFLEX_START_NS`` and
+  ``REFLEX_STOP_NS`` (a fresh start's first window, default now; a replay's end, default none).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from bytewax.inputs import Source
 from flows.localize import FlowSinks
 from flows.sinks import file_sinks
 from flows.sources import LineProtocolSource, SimulatorSource
+from reflex.config import InfluxSettings, load_config
 
 
 class WiringError(ValueError):
@@ -32,11 +39,68 @@ def source_from_env(window_seconds: float) -> Source:
         return SimulatorSource(scenario, int(seed or 7), shards, window_seconds)
     if kind == "file" and rest:
         return LineProtocolSource(Path(rest), shards, window_seconds)
-    raise WiringError(f"REFLEX_SOURCE={spec!r}: expected sim:SCENARIO[:SEED] or file:PATH")
+    if kind == "influx" and not rest:
+        return _influx_source(shards, window_seconds)
+    raise WiringError(f"REFLEX_SOURCE={spec!r}: expected sim:SCENARIO[:SEED], file:PATH or influx")
 
 
 def sinks_from_env() -> FlowSinks:
     out = os.environ.get("REFLEX_OUT")
     if not out:
         raise WiringError("REFLEX_OUT is not set: the directory for the flow's outputs")
-    return file_sinks(Path(out))
+    kind = os.environ.get("REFLEX_SINK", "files")
+    if kind == "files":
+        return file_sinks(Path(out))
+    if kind == "influx":
+        return _influx_sinks(Path(out))
+    raise WiringError(f"REFLEX_SINK={kind!r}: expected files or influx")
+
+
+def _influx_source(shards: int, window_seconds: float) -> Source:
+    from flows.influx_source import InfluxQuerySettings, InfluxSource
+
+    influx = _influx_settings()
+    start, stop = os.environ.get("REFLEX_START_NS"), os.environ.get("REFLEX_STOP_NS")
+    return InfluxSource(
+        InfluxQuerySettings(
+            influx.url,
+            influx.token,
+            influx.org,
+            influx.bucket,
+            verify_ssl=influx.verify_ssl,
+            ssl_ca_cert=influx.ssl_ca_cert or None,
+        ),
+        n_shards=shards,
+        window_seconds=window_seconds,
+        lag_seconds=float(os.environ.get("REFLEX_LAG_SECONDS", "5")),
+        start_ns=int(start) if start else None,
+        stop_ns=int(stop) if stop else None,
+    )
+
+
+def _influx_sinks(out: Path) -> FlowSinks:
+    from flows.influx_sink import InfluxSinkSettings, influx_sinks
+
+    influx = _influx_settings()
+    settings = InfluxSinkSettings(
+        influx.url,
+        influx.token,
+        influx.org,
+        os.environ.get("REFLEX_RESULTS_BUCKET", "reflex"),
+        spool_dir=out / "spool",
+        timeout_s=influx.timeout_s,
+        verify_ssl=influx.verify_ssl,
+        ssl_ca_cert=influx.ssl_ca_cert or None,
+    )
+    return influx_sinks(settings, out)
+
+
+def _influx_settings() -> InfluxSettings:
+
+    config = load_config(os.environ.get("REFLEX_CONFIG") or None)
+    if not config.influx.configured or not config.influx.token:
+        raise WiringError(
+            "InfluxDB is not configured: set [influx] url and token_file in REFLEX_CONFIG, or "
+            "REFLEX_INFLUX_URL and REFLEX_INFLUX_TOKEN(_FILE)"
+        )
+    return config.influx
