@@ -188,9 +188,9 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         try:
             batches = self._read(self._cursor, stop)
         except ApiException as error:
-            if error.status in (401, 403, 404):
+            if error.status in (400, 401, 403, 404):  # our query or config: retrying cannot help
                 raise InfluxSourceError(
-                    f"InfluxDB at {src.settings.url} refused the source's query for bucket "
+                    f"InfluxDB at {src.settings.url} refused the source's query on bucket "
                     f"{src.settings.bucket!r}: HTTP {error.status} {error.reason}"
                 ) from None
             return self._retry_later(error)

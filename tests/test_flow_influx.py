@@ -1,0 +1,170 @@
+"""The production source and sink against the real InfluxDB: what the simulator wrote comes
+back as the same windows and the same events; late points are counted; a replayed sink batch
+is stored once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from influxdb_client import InfluxDBClient
+from influxdb_client.client.write_api import SYNCHRONOUS
+
+from collectors.simulated import Simulation, load_scenario
+from collectors.simulated.lineproto import frame_lines
+from flows.influx_sink import InfluxSink, InfluxSinkSettings, event_points
+from flows.influx_source import (
+    LATE_REASON,
+    InfluxQuerySettings,
+    InfluxSource,
+    InfluxSourceError,
+)
+from flows.runner import run_in_process
+from flows.sources import SimulatorSource
+from reflex.influxdb_server import InfluxServer
+from schemas.codec import Point
+from tests.conftest import bucket_point_count, query_count
+
+pytestmark = pytest.mark.influx
+SCENARIO, SEED, SECONDS = "fault_xid79", 7, 360  # the XID 79 hits at 300 s
+WINDOW_NS = 10 * 10**9
+
+
+def write_lines(server: InfluxServer, bucket: str, lines: list[str]) -> None:
+    with InfluxDBClient(server.url, server.token, org=server.org, timeout=60_000) as client:
+        api = client.write_api(write_options=SYNCHRONOUS)
+        for i in range(0, len(lines), 5000):
+            api.write(bucket, server.org, "\n".join(lines[i : i + 5000]))
+
+
+def simulated_lines(seconds: int) -> tuple[list[str], int]:
+    sim = Simulation(load_scenario(SCENARIO), seed=SEED)
+    lines: list[str] = []
+    for number, chunk in enumerate(sim.chunks(10.0)):
+        if number * 10 >= seconds:
+            break
+        for frame in chunk:
+            lines += frame_lines(frame)
+    return lines, sim.start_ns
+
+
+def source(server: InfluxServer, bucket: str, start: int, stop: int, **kw: object) -> InfluxSource:
+    settings = InfluxQuerySettings(server.url, server.token, server.org, bucket)
+    kw.setdefault("clock", lambda: stop + 60 * 10**9)
+    return InfluxSource(settings, n_shards=3, start_ns=start, stop_ns=stop, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def simulated_bucket(influx: InfluxServer) -> tuple[str, int]:
+    bucket = "flow-sim"
+    influx.create_bucket(bucket)
+    lines, start = simulated_lines(SECONDS)
+    write_lines(influx, bucket, lines)
+    return bucket, start
+
+
+@pytest.mark.slow
+def test_flow_over_influx_finds_what_it_finds_over_the_simulator(
+    influx: InfluxServer, simulated_bucket: tuple[str, int]
+) -> None:
+    bucket, start = simulated_bucket
+    stop = start + SECONDS * 10**9
+    from_influx = run_in_process(source(influx, bucket, start, stop))
+    direct = run_in_process(SimulatorSource(SCENARIO, SEED, 3, 10.0), window_seconds=10.0)
+    direct_events = [e for e in direct.events if e.time_ns <= stop]
+    assert [e.event_id for e in from_influx.events] == [e.event_id for e in direct_events]
+    assert from_influx.events, "the XID 79 must be localized"
+    top = from_influx.events[0].top
+    assert top is not None and (top.node, top.component, top.index) == ("node-0006", "gpu", "3")
+    assert not from_influx.errors
+
+
+def test_partition_resumes_from_its_cursor_without_repeating_a_window(
+    influx: InfluxServer, simulated_bucket: tuple[str, int]
+) -> None:
+    bucket, start = simulated_bucket
+    src = source(influx, bucket, start, start + 60 * 10**9, max_windows_per_query=2)
+    first = src.build_part("in", "shard-1", None)
+    seen = [b.window for b in first.next_batch()]
+    cursor = first.snapshot()
+    assert cursor == start + 2 * WINDOW_NS and len(seen) == 2
+    resumed = src.build_part("in", "shard-1", cursor)
+    rest: list[int] = []
+    while True:
+        try:
+            rest += [b.window for b in resumed.next_batch()]
+        except StopIteration:
+            break
+    assert rest == list(range(seen[-1] + 1, seen[-1] + 5))
+    first.close()
+    resumed.close()
+
+
+def test_a_window_waits_for_the_lag_then_late_points_are_counted(
+    influx: InfluxServer, influx_bucket: str
+) -> None:
+    now = {"ns": 1_760_000_000 * 10**9}
+    w0 = now["ns"] // WINDOW_NS * WINDOW_NS
+    line = "host,cluster=c,node=n{n} load1={v} {t}"
+    write_lines(influx, influx_bucket, [line.format(n=1, v=0.5, t=w0 + 10**9)])
+    settings = InfluxQuerySettings(influx.url, influx.token, influx.org, influx_bucket)
+    src = InfluxSource(settings, n_shards=1, lag_seconds=5.0, start_ns=w0, clock=lambda: now["ns"])
+    part = src.build_part("in", "shard-0", None)
+    now["ns"] = w0 + WINDOW_NS + 4 * 10**9  # the window ended, the lag has not passed
+    assert part.next_batch() == [] and part.next_awake() is not None
+    # Out of order and skewed, but within the lag: read with its window, not late.
+    write_lines(influx, influx_bucket, [line.format(n=2, v=0.7, t=w0 + 2 * 10**9)])
+    now["ns"] = w0 + WINDOW_NS + 5 * 10**9
+    (batch,) = part.next_batch()
+    assert batch.window == w0 // WINDOW_NS and not batch.errors
+    assert sorted(batch.frames[0].tags["node"].tolist()) == ["n1", "n2"]
+    # Two points for the closed window arrive after the lag; the next poll counts them.
+    late = [line.format(n=n, v=0.9, t=w0 + 3 * 10**9) for n in (1, 2)]
+    write_lines(influx, influx_bucket, late)
+    write_lines(influx, influx_bucket, [line.format(n=1, v=0.5, t=w0 + WINDOW_NS + 10**9)])
+    now["ns"] = w0 + 2 * WINDOW_NS + 5 * 10**9
+    (batch,) = part.next_batch()
+    assert [e.reason for e in batch.errors] == [LATE_REASON, LATE_REASON]
+    assert len(batch.frames[0]) == 1  # the late points are not merged into the new window
+    assert part.stats.late_points == 2
+    part.close()
+
+
+def test_a_wrong_token_fails_loudly(influx: InfluxServer, influx_bucket: str) -> None:
+    settings = InfluxQuerySettings(influx.url, "not-the-token", influx.org, influx_bucket)
+    src = InfluxSource(settings, n_shards=1, start_ns=0, stop_ns=10**10, clock=lambda: 10**12)
+    part = src.build_part("in", "shard-0", None)
+    with pytest.raises(InfluxSourceError, match="401"):
+        part.next_batch()
+
+
+def test_sink_replay_overwrites_instead_of_duplicating(
+    influx: InfluxServer, influx_bucket: str, tmp_path: Path
+) -> None:
+    result = run_in_process(SimulatorSource(SCENARIO, SEED, 2, 10.0))
+    (event,) = result.events
+    scores = [
+        Point(
+            "reflex_score",
+            {"cluster": "sim", "node": f"n{i}", "component": "gpu", "index": "0"},
+            {"score": 0.5 + i, "top_signal": "x", "evidence": "{}", "job": "train"},
+            10**18 + i,
+        )
+        for i in range(3)
+    ]
+    settings = InfluxSinkSettings(
+        influx.url, influx.token, influx.org, influx_bucket, spool_dir=tmp_path
+    )
+    sink = InfluxSink(settings)
+    for attempt in range(2):  # the second run is what recovery replays
+        part = sink.build("event_sink", attempt, 2)
+        part.write_batch([("event", event_points(event)), ("points", scores)])
+    assert bucket_point_count(influx, influx_bucket, "reflex_score", "score") == 3
+    assert bucket_point_count(influx, influx_bucket, "reflex_event", "event_id") == 1
+    ids = query_count(
+        influx,
+        f'from(bucket: "{influx_bucket}") |> range(start: 0) '
+        f'|> filter(fn: (r) => r._field == "event_id" and r._value == "{event.event_id}") '
+        "|> count()",
+    )
+    assert ids == 1
