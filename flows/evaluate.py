@@ -62,7 +62,9 @@ def score_scenario(
     scenario: str, mode: str, truth: list, events: list[LocalizationEvent], node_hours: float
 ) -> ScenarioResult:
     hardware = [t for t in truth if t.expect == "hardware"]
-    no_fault = [t for t in truth if t.expect != "hardware" and t.fault_class != "none"]
+    # Benign-only runs carry one "none" label; imbalance and software faults are labelled
+    # no_hardware_fault with a real fault type.
+    no_fault = [t for t in truth if t.expect != "hardware" and t.fault_type != "none"]
     result = ScenarioResult(scenario, mode, node_hours, benign_only=not hardware and not no_fault)
     used: set[int] = set()
     for label in sorted(hardware, key=lambda t: t.onset_ns):

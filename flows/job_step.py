@@ -69,6 +69,7 @@ class JobState:
     last_event_ns: int = -(10**19)
     last_event_nodes: set[str] = field(default_factory=set)
     stage_compute: dict[int, float] = field(default_factory=dict)
+    stage_now: dict[int, float] = field(default_factory=dict)
     alerted: dict[str, int] = field(default_factory=dict)  # threshold mode: entity -> last alert
     last_done: int = -1
     finished: bool = False
@@ -263,15 +264,44 @@ class JobState:
         floor = np.array([max(0.02 * float(np.median(values)), 1e-3)])
         z = peer_deviation(values, groups, floor)[:, 0]
         strength = evidence_strength(z)
-        for info, s, zz in zip(infos_known, strength.tolist(), z.tolist(), strict=True):
-            entity = f"{info.node}|gpu|{info.gpu}"
-            if s > 0:
-                amount = s * self._weights(info.profile).get(STEP_SIGNAL, 1.0)
-                totals[entity] = totals.get(entity, 0.0) + amount
-                since = self.since.setdefault((entity, STEP_SIGNAL), end_ns)
-                self._note(entity, Evidence(STEP_SIGNAL, None, _num(zz), amount, since))
-            else:
-                self.since.pop((entity, STEP_SIGNAL), None)
+        slow = [
+            (i, st, zz)
+            for i, st, zz in zip(infos_known, strength.tolist(), z.tolist(), strict=True)
+            if st > 0
+        ]
+        for info in infos_known:
+            if not any(info is i for i, _, _ in slow):
+                self.since.pop((f"{info.node}|gpu|{info.gpu}", STEP_SIGNAL), None)
+        for entity, amount, peer_z in self._place_step_evidence(slow, infos_known, totals):
+            totals[entity] = totals.get(entity, 0.0) + amount
+            since = self.since.setdefault((entity, STEP_SIGNAL), end_ns)
+            self._note(entity, Evidence(STEP_SIGNAL, None, peer_z, amount, since))
+
+    def _place_step_evidence(
+        self,
+        slow: list[tuple[RankInfo, float, float]],
+        ranks: list[RankInfo],
+        totals: dict[str, float],
+    ) -> list[tuple[str, float, float | None]]:
+        """Which entity a straggling rank blames. One slow GPU among healthy ones on its node
+        is the GPU's own doing. When most GPUs of a node straggle together, the cause is
+        shared: the node's NIC or host, whichever already shows evidence (the host when
+        neither does: dataloader, I/O and CPU stalls leave few other traces)."""
+        per_node: dict[str, list[tuple[RankInfo, float, float]]] = {}
+        for item in slow:
+            per_node.setdefault(item[0].node, []).append(item)
+        gpus_on_node = Counter(info.node for info in ranks)
+        placed: list[tuple[str, float, float | None]] = []
+        for node, items in sorted(per_node.items()):
+            weight = self._weights(items[0][0].profile).get(STEP_SIGNAL, 1.0)
+            if len(items) < 0.75 * gpus_on_node[node] or len(items) < 2:
+                placed += [(f"{i.node}|gpu|{i.gpu}", st * weight, _num(zz)) for i, st, zz in items]
+                continue
+            shared = [e for e in totals if e.startswith(f"{node}|") and "|gpu|" not in e]
+            target = max(shared, key=lambda e: totals[e]) if shared else f"{node}|host|-"
+            strongest = max(items, key=lambda item: item[1])
+            placed.append((target, strongest[1] * weight, _num(strongest[2])))
+        return placed
 
     def _explicit_evidence(self, events: list[ExplicitEvent], totals: dict[str, float]) -> None:
         for event in events:
@@ -315,7 +345,20 @@ class JobState:
     def _triggered(
         self, window: int, end_ns: int, parts: list[JobWindow], events: list[ExplicitEvent]
     ) -> LocalizationEvent | None:
-        hardware = [e for e in events if not e.is_cascade and e.severity in EXPLICIT_EVIDENCE]
+        # Critical errors trigger. A warning (a remap recorded, a corrected MCE) triggers only
+        # when its entity's compound score corroborates it; otherwise it is just evidence.
+        hardware = [
+            e
+            for e in events
+            if not e.is_cascade
+            and (
+                e.severity == "critical"
+                or (
+                    e.severity == "warning"
+                    and self.compound.get(e.entity) >= 2 * self.config.min_suspect_score
+                )
+            )
+        ]
         cascade = [e for e in events if e.is_cascade]
         step_times = np.concatenate([p.steps.step_time for p in parts])
         steps = np.concatenate([p.steps.step for p in parts])
@@ -342,9 +385,12 @@ class JobState:
         return None
 
     def _learn_stages(self, parts: list[JobWindow], regressed: bool) -> None:
+        now = self._stage_compute(parts)
+        if now:
+            self.stage_now = now
         if regressed or self.regression.cusum > 0:
             return
-        for stage, value in self._stage_compute(parts).items():
+        for stage, value in now.items():
             old = self.stage_compute.get(stage, value)
             self.stage_compute[stage] = 0.8 * old + 0.2 * value
 
@@ -364,15 +410,16 @@ class JobState:
         suspects = self._suspects(root)
         top = suspects[0] if suspects else None
         in_cooldown = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
-        if in_cooldown and (
-            trigger != "explicit" or top is None or top.node in self.last_event_nodes
-        ):
+        # One incident, one event: within the cooldown only an explicit error on a new node
+        # opens a new incident; slowdowns, hangs and cascades belong to the open one.
+        if in_cooldown and (root is None or root.node in self.last_event_nodes):
             return None
         if top is not None and root is None and top.score < self.config.min_suspect_score:
             suspects, top = [], None
         event = self._describe(window, end_ns, trigger, root, suspects)
         self.last_event_ns = end_ns
         self.last_event_nodes = {s.node for s in suspects[:1]}
+        self.regression.reset()
         return event
 
     def _suspects(self, root: ExplicitEvent | None) -> list[Suspect]:
@@ -449,17 +496,50 @@ class JobState:
         )
 
     def _no_hardware_explanation(self, trigger: str) -> tuple[str, str]:
+        if trigger == "explicit":
+            cascade = [e for e in self.recent_events if e.is_cascade]
+            first = cascade[0] if cascade else None
+            where = f"; first: {first.node} rank {first.rank}" if first else ""
+            return (
+                "no hardware action: read the application log of the first failing rank",
+                f"{len(cascade)} process exits / NCCL timeouts with no hardware error "
+                f"before them: a software failure{where}",
+            )
+        if trigger == "hang":
+            return (
+                "no hardware action found: dump the job's stacks (py-spy) and NCCL state",
+                "job stopped making progress with no hardware suspect",
+            )
         return (
-            "no hardware action: check the job's pipeline balance and data (sequence "
-            "lengths, dataloader)",
-            f"job {trigger} with no hardware suspect: {self._stage_pattern()}",
+            "no hardware action: rebalance the pipeline stages or check the data "
+            "(sequence lengths, dataloader)",
+            f"job slowed with no hardware suspect: {self._stage_pattern()}",
         )
 
     def _stage_pattern(self) -> str:
-        if not self.stage_compute:
-            return "no per-stage data"
-        slowest = max(self.stage_compute, key=lambda s: self.stage_compute[s])
-        return f"pipeline stage {slowest} is the slowest stage (imbalance, not a fault)"
+        """Compares each pipeline stage's compute now with its learned level: one stage
+        slowing on all its ranks is imbalance; every stage slowing together is the data."""
+        if not self.stage_now or not self.stage_compute:
+            return "no per-stage step data"
+        growth = {
+            stage: self.stage_now[stage] / self.stage_compute[stage] - 1
+            for stage in self.stage_now
+            if self.stage_compute.get(stage, 0) > 0
+        }
+        if not growth:
+            return "no per-stage step data"
+        worst = max(growth, key=lambda stage: growth[stage])
+        others = [g for stage, g in growth.items() if stage != worst]
+        if others and growth[worst] > 2 * max(max(others), 0.02):
+            return (
+                f"pipeline stage {worst} got {100 * growth[worst]:.0f}% slower on all its "
+                "ranks: stage imbalance, not a fault"
+            )
+        return (
+            f"every stage slowed together (+{100 * min(growth.values()):.0f}% to "
+            f"+{100 * growth[worst]:.0f}%): the work per step grew (e.g. sequence "
+            "length), not a fault"
+        )
 
 
 def combine_deviations(own: np.ndarray, peers: np.ndarray, mode: str) -> np.ndarray:

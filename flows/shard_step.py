@@ -31,7 +31,7 @@ _EVENT_COMPONENT = {
 }
 _EVENT_SEVERITY = {
     "gpu_lost": "critical",
-    "mce": "critical",
+    "mce": "warning",  # corrected ("events logged"); an uncorrected one is raised below
     "link_down": "critical",
     "oom_kill": "application",
     "link_up": "info",
@@ -173,6 +173,13 @@ class ShardState:
                         meaning, severity, action = info.meaning, info.severity, info.action
                     else:
                         meaning, severity = f"XID {code}", "warning"
+                message = str(point.fields.get("message", ""))
+                if kind == "mce" and (
+                    "Machine Check Exception" in message
+                    or "Fatal" in message
+                    or "uncorrected" in message.lower()
+                ):
+                    severity = "critical"
                 if component == "node" and kind not in ("nccl_timeout", "process_exit"):
                     index = "-"
                 if component in ("host", "node"):
