@@ -117,6 +117,10 @@ class Writer:
         self.url, self.bucket = url, bucket
         self.batch_size, self.max_buffer_points = batch_size, max_buffer_points
         self.stats = WriterStats()
+        # The spool first: it is what can refuse (another writer holds it), so nothing leaks.
+        self._spool = Spool(
+            Path(spool_dir), max_bytes=max_spool_bytes, segment_bytes=min(4 << 20, max_spool_bytes)
+        )
         self._transport = transport or InfluxWriteTransport(
             url,
             token,
@@ -129,9 +133,6 @@ class Writer:
         self._schema = schema or load_schema()
         self._clock, self._sleep = clock, sleep
         self._backoff = Backoff(clock=clock)
-        self._spool = Spool(
-            Path(spool_dir), max_bytes=max_spool_bytes, segment_bytes=min(4 << 20, max_spool_bytes)
-        )
         self._replaying: tuple[Path, int] | None = None  # spool segment and lines delivered
         self._buffer: list[str] = []  # the batch being filled
         self._pending: deque[list[str]] = deque()  # sealed batches, oldest first, newer than spool
