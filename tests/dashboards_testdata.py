@@ -31,6 +31,7 @@ GPUS = ("0", "1")
 FAULT_NODE, FAULT_GPU = "n03", "1"
 STEP_S = 30
 SECOND = 1_000_000_000
+QUERY_TIMEOUT_MS = 180_000  # generous: this machine's two cores are shared
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,9 @@ class TestOrg:
     id: str
 
     def client(self) -> InfluxDBClient:
-        return InfluxDBClient(self.server.url, self.server.token, org=self.name, timeout=60_000)
+        return InfluxDBClient(
+            self.server.url, self.server.token, org=self.name, timeout=QUERY_TIMEOUT_MS
+        )
 
     def write(self, bucket: str, points: Iterable[Point]) -> int:
         lines = [encode(point) for point in points]
@@ -59,7 +62,7 @@ class TestOrg:
 def temporary_org(server: InfluxServer) -> Iterator[TestOrg]:
     """A new organization with empty ``telemetry`` and ``reflex`` buckets; deleted after."""
     name = f"dash-{uuid.uuid4().hex[:10]}"
-    with InfluxDBClient(server.url, server.token, timeout=60_000) as client:
+    with InfluxDBClient(server.url, server.token, timeout=QUERY_TIMEOUT_MS) as client:
         org = client.organizations_api().create_organization(name=name)
         for bucket in ("telemetry", "reflex"):
             client.buckets_api().create_bucket(bucket_name=bucket, org=org)
@@ -67,7 +70,7 @@ def temporary_org(server: InfluxServer) -> Iterator[TestOrg]:
         yield TestOrg(server, name, org.id)
     finally:
         if server.running:
-            with InfluxDBClient(server.url, server.token, timeout=60_000) as client:
+            with InfluxDBClient(server.url, server.token, timeout=QUERY_TIMEOUT_MS) as client:
                 client.organizations_api().delete_organization(org.id)
 
 

@@ -3,9 +3,12 @@ receiver on loopback when they should and stay silent when they should not."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 from alert_runs import install_into, run_task
@@ -26,6 +29,19 @@ from reflex.influxdb_server import InfluxServer
 from schemas.codec import Point
 
 pytestmark = pytest.mark.influx
+EXAMPLES = Path(__file__).resolve().parents[1] / "dashboards" / "alerts" / "examples"
+
+
+def _shape(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _shape(item) for key, item in value.items()}
+    return type(value).__name__
+
+
+def _like_example(payload: dict[str, Any], example: str) -> bool:
+    """The payload has the documented example's keys and value types."""
+    documented = json.loads((EXAMPLES / f"{example}.json").read_text())
+    return _shape(payload) == _shape(documented)
 
 
 @pytest.fixture
@@ -63,6 +79,7 @@ def test_event_alert_fires_once_for_an_injected_fault(
     assert payload["severity"] == 3 and payload["suspect_node"] == FAULT_NODE
     assert payload["cluster"] == CLUSTER
     assert payload["text"].startswith("[Reflex critical] c1/job-1: GPU 1 of n03")
+    assert _like_example(payload, "localization_event.slack")
 
 
 def test_event_alert_stays_silent_for_a_benign_only_data_set(
@@ -92,6 +109,7 @@ def test_event_alert_speaks_pagerduty_events_v2(org: TestOrg, receiver: WebhookR
     assert payload["event_action"] == "trigger" and payload["dedup_key"] == "evt-0001"
     assert payload["payload"]["severity"] == "critical"
     assert payload["payload"]["source"] == FAULT_NODE
+    assert _like_example(payload, "localization_event.pagerduty")
 
 
 def _heartbeat(node: str, time_ns: int) -> Point:
@@ -114,6 +132,7 @@ def test_deadman_fires_once_for_a_node_that_stopped_reporting(
     received = receiver.wait_for(1)
     assert [r.json()["node"] for r in received] == ["n02"]
     assert received[0].json()["kind"] == "deadman"
+    assert _like_example(received[0].json(), "deadman")
     # The next scheduled run, a minute later, does not page again for the same silence.
     status, logs = run_task(org, tasks["reflex-collector-deadman"])
     assert status == "success", logs
@@ -140,6 +159,7 @@ def test_critical_xid_alert_fires_for_xid_79_and_not_for_xid_13(
     time.sleep(0.5)
     assert [r.json()["xid"] for r in receiver.received] == [79]
     assert received[0].json()["node"] == FAULT_NODE
+    assert _like_example(received[0].json(), "critical_xid")
 
 
 def test_a_failing_webhook_fails_the_run_visibly(org: TestOrg) -> None:

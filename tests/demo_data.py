@@ -1,0 +1,91 @@
+"""The simulator's "demo" scenario and the real flow's outputs on it, loaded into InfluxDB.
+
+Telemetry is the simulator's line protocol (collectors/simulated), thinned in time; scores,
+baselines and localization events come from running the real localization flow in process on
+the same scenario and seed (flows/runner.py), so the dashboards are checked on what
+production would show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dashboards_testdata import TestOrg
+from influxdb_client import InfluxDBClient
+from influxdb_client.client.write_api import SYNCHRONOUS
+
+from collectors.simulated import Simulation, load_scenario
+from flows.runner import run_in_process
+from flows.sources import SimulatorSource
+from schemas.codec import Point, encode
+from schemas.frame import Frame
+
+SCENARIO, SEED, WINDOW_S = "demo", 7, 10.0
+BATCH_LINES = 5000
+# Seconds between kept samples of the 1 s periodic measurements. The dashboards see every
+# series and every event, at a resolution this shared two-core machine can load and query
+# in a test run (the full scenario is about 670k lines).
+STRIDE_S = {"gpu": 5, "host": 5, "gpu_nvlink": 60, "ib_port": 10, "nic": 10}
+
+
+@dataclass(frozen=True)
+class DemoLoad:
+    start_ns: int
+    stop_ns: int
+    cluster: str
+    critical_job: str
+    critical_node: str
+    telemetry_lines: int
+    result_points: int
+
+
+def thinned(frame: Frame) -> Frame:
+    stride = STRIDE_S.get(frame.measurement)
+    if stride is None:
+        return frame
+    return frame.take((frame.time_ns // 1_000_000_000) % stride == 0)
+
+
+def _write(org: TestOrg, bucket: str, lines: list[str]) -> None:
+    with InfluxDBClient(
+        org.server.url, org.server.token, org=org.name, timeout=120_000, enable_gzip=True
+    ) as client:
+        writer = client.write_api(write_options=SYNCHRONOUS)
+        for first in range(0, len(lines), BATCH_LINES):
+            writer.write(bucket, org.name, lines[first : first + BATCH_LINES])
+
+
+def _flow_points(cluster: str) -> tuple[list[Point], list[Point]]:
+    """(scores and baselines, localization events) of the real flow on the scenario."""
+    points: list[Point] = []
+
+    def collect(route: str, item: object) -> None:
+        if route == "points":
+            points.extend(item)  # type: ignore[arg-type]
+
+    run = run_in_process(
+        SimulatorSource(SCENARIO, SEED, 1, WINDOW_S), cluster=cluster, on_output=collect
+    )
+    return points, [event.to_point() for event in run.events]
+
+
+def load_demo(org: TestOrg) -> DemoLoad:
+    simulation = Simulation(load_scenario(SCENARIO), seed=SEED)
+    cluster = simulation.cluster.name
+    total = 0
+    for frames in simulation.chunks(60.0):
+        lines = [line for frame in frames for line in thinned(frame).lines()]
+        _write(org, "telemetry", lines)
+        total += len(lines)
+    outputs, events = _flow_points(cluster)
+    _write(org, "reflex", [encode(point) for point in outputs + events])
+    critical = max(events, key=lambda point: point.fields["severity"])
+    return DemoLoad(
+        simulation.start_ns,
+        simulation.start_ns + int(simulation.duration_s * 1e9),
+        cluster,
+        critical.tags["job"],
+        str(critical.fields["suspect_node"]),
+        total,
+        len(outputs) + len(events),
+    )
