@@ -1,0 +1,70 @@
+"""Points per second through the localization flow, 1 and 2 processes, from the in-process
+simulator and from a line-protocol file. Each run is a real ``reflex flow`` (``bytewax.run``,
+files sink, no recovery); the wall time includes process start.
+
+    .venv/bin/python benchmarks/flow_throughput.py [--scenario demo] [--shards 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from collectors.simulated import Simulation, load_scenario
+from collectors.simulated.lineproto import frame_lines
+
+CLI = [sys.executable, "-c", "from reflex.cli import main; main()", "flow"]
+
+
+def run_flow(source: str, out: Path, processes: int, shards: int) -> float:
+    command = [*CLI, "--source", source, "--sink", "files", "--out", str(out), "--no-recovery"]
+    command += ["--shards", str(shards), "--cluster", "sim", "-p", str(processes)]
+    began = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scenario", default="demo")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--file-seconds", type=int, default=20,
+                        help="Simulated seconds written to the line-protocol file.")  # fmt: skip
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        capture = Path(tmp) / "capture.lp"
+        points = file_points = 0
+        with capture.open("w") as handle:
+            for number, chunk in enumerate(
+                Simulation(load_scenario(args.scenario), args.seed).chunks(10.0)
+            ):
+                for frame in chunk:
+                    lines = frame_lines(frame)
+                    points += len(lines)
+                    if number * 10 < args.file_seconds:
+                        file_points += len(lines)
+                        handle.write("\n".join(lines) + "\n")
+        print(f"scenario {args.scenario}: {points:,} points ({file_points:,} in the file), "
+              f"{args.shards} shards")  # fmt: skip
+        for name, source, count in (
+            ("simulator", f"sim:{args.scenario}:{args.seed}", points),
+            ("line-protocol file", f"file:{capture}", file_points),
+        ):
+            rates = {}
+            for processes in (1, 2):
+                seconds = run_flow(
+                    source, Path(tmp) / f"{name}-{processes}", processes, args.shards
+                )
+                rates[processes] = count / seconds
+                print(f"{name:>19}, {processes} process(es): {seconds:6.1f} s  "
+                      f"{rates[processes]:>9,.0f} points/s")  # fmt: skip
+            print(f"{name:>19}: scaling 2/1 = {rates[2] / rates[1]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
