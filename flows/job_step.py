@@ -23,6 +23,7 @@ from schemas.codec import Point
 from schemas.hardware_profiles import load_profiles
 
 DIRECTION = np.array([SIGNALS[name].direction for name in SIGNAL_NAMES], dtype=np.float64)
+RECENT_WINDOWS = 3  # evidence this recent makes an entity a current suspect
 EXPLICIT_EVIDENCE = {"critical": 6.0, "warning": 2.0}
 _DEFAULT_PROFILE = "h100-sxm5-80gb"
 
@@ -45,7 +46,7 @@ class JobConfig:
     cluster: str = "sim"
     cooldown_s: float = 900.0
     hang_timeout_s: float = 60.0
-    min_suspect_score: float = 2.0
+    min_suspect_score: float = 3.0
     score_export_min: float = 0.05
     max_pending_windows: int = 6  # process a window anyway once this many are waiting
     weights: dict[str, dict[str, float]] = field(default_factory=default_weights)
@@ -68,6 +69,9 @@ class JobState:
     cascade_waiting: int = -1  # window at which only cascade errors were seen
     last_event_ns: int = -(10**19)
     last_event_nodes: set[str] = field(default_factory=set)
+    last_event_entities: set[str] = field(default_factory=set)
+    last_evidence: dict[str, int] = field(default_factory=dict)  # entity -> last window
+    fresh: set[str] = field(default_factory=set)  # entities with recent evidence
     stage_compute: dict[int, float] = field(default_factory=dict)
     stage_now: dict[int, float] = field(default_factory=dict)
     alerted: dict[str, int] = field(default_factory=dict)  # threshold mode: entity -> last alert
@@ -130,6 +134,11 @@ class JobState:
         self._signal_evidence(entities, values, temporal, scales, profiles, end_ns, totals)
         self._step_evidence(parts, end_ns, totals)
         self._explicit_evidence(events, totals)
+        for entity, amount in totals.items():
+            if amount > 0:
+                self.last_evidence[entity] = window
+        self.fresh = {e for e, w in self.last_evidence.items() if window - w <= RECENT_WINDOWS}
+        self.last_evidence = {e: self.last_evidence[e] for e in self.fresh}
         keys = np.array(sorted(totals), dtype=object)
         self.compound.update(keys, np.array([totals[k] for k in keys.tolist()]))
         out: list[tuple[str, object]] = [("points", self._score_points(end_ns))]
@@ -412,18 +421,33 @@ class JobState:
         in_cooldown = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
         # One incident, one event: within the cooldown only an explicit error on a new node
         # opens a new incident; slowdowns, hangs and cascades belong to the open one.
-        if in_cooldown and (root is None or root.node in self.last_event_nodes):
+        if in_cooldown and not self._new_incident(root, top):
             return None
         if top is not None and root is None and top.score < self.config.min_suspect_score:
             suspects, top = [], None
         event = self._describe(window, end_ns, trigger, root, suspects)
         self.last_event_ns = end_ns
         self.last_event_nodes = {s.node for s in suspects[:1]}
+        self.last_event_entities = {s.entity for s in suspects[:1]}
         self.regression.reset()
         return event
 
+    def _new_incident(self, root: ExplicitEvent | None, top: Suspect | None) -> bool:
+        """Within the cooldown, only a different node opens a new incident: through an explicit
+        error, or through strong evidence once the previous suspect shows no fresh evidence."""
+        if root is not None:
+            return root.node not in self.last_event_nodes
+        if top is None or top.node in self.last_event_nodes:
+            return False
+        previous_active = bool(self.last_event_entities & self.fresh)
+        return not previous_active and top.score >= 2 * self.config.min_suspect_score
+
     def _suspects(self, root: ExplicitEvent | None) -> list[Suspect]:
-        ranked = sorted(self.compound.scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        # Entities with recent evidence come first: a decaying score from an earlier
+        # incident must not outrank what is going wrong now.
+        ranked = sorted(
+            self.compound.scores.items(), key=lambda kv: (kv[0] not in self.fresh, -kv[1], kv[0])
+        )
         suspects = []
         for entity, score in ranked[:5]:
             node, component, index = entity.split("|")
@@ -468,7 +492,7 @@ class JobState:
             summary = (
                 f"{root.meaning} on {root.node} {root.component} {root.index} "
                 f"(first in time); {cascade_info.get('events', 0)} cascade errors on "
-                f"{cascade_info.get('nodes', 0)} nodes followed"
+                f"{cascade_info.get('nodes', 0)} nodes so far"
             )
         elif top is not None:
             second = suspects[1].score if len(suspects) > 1 else 0.0
