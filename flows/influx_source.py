@@ -12,9 +12,11 @@ simulator and line-protocol sources, so the flow is the same whatever feeds it. 
 ``[start, end)`` is closed once the wall clock passes ``end + lag``: points that the collectors
 batch, or stamp with a clock that runs behind, land within the lag and are read in order.
 
-Points written later than that are late: every poll recounts the recently closed windows
-(``late_horizon_seconds``) on the server, and each point found beyond what was emitted goes to
-the error stream as an :class:`ErrorRecord`, counted, never merged into a closed window.
+Points written later than that are late: every ``late_check_seconds`` the partition recounts
+the windows it read in the last ``late_horizon_seconds`` on the server, and each point found
+beyond what it read goes to the error stream as an :class:`ErrorRecord`, counted, never merged
+into a closed window. (InfluxDB's cost is per series read, so the recount runs over several
+windows at once rather than once a window.)
 
 The resume state is a plain time cursor: the end of the last window the partition read.
 
@@ -127,6 +129,7 @@ class InfluxSource(FixedPartitionedSource[WindowBatch, int]):
         stop_ns: int | None = None,
         max_windows_per_query: int = 6,
         late_horizon_seconds: float = 60.0,
+        late_check_seconds: float = 30.0,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
         if n_shards < 1 or window_seconds <= 0 or lag_seconds < 0:
@@ -136,6 +139,7 @@ class InfluxSource(FixedPartitionedSource[WindowBatch, int]):
         self.start_ns, self.stop_ns = start_ns, stop_ns
         self.max_windows = max(1, max_windows_per_query)
         self.late_horizon_ns, self.clock = int(late_horizon_seconds * 1e9), clock
+        self.late_check_ns = int(late_check_seconds * 1e9)
 
     def list_parts(self) -> list[str]:
         return shard_names(self.n_shards)
@@ -169,6 +173,7 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         self._pattern = ""
         self._emitted: dict[int, tuple[int, int]] = {}  # window -> (rows, field values) read
         self._late: list[ErrorRecord] = []
+        self._checked_at = cursor_ns  # the cursor at the last recount
         self.stats = SourceStats()
 
     # ---- the Bytewax partition ------------------------------------------------------------
@@ -274,8 +279,9 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         horizon = (start - src.late_horizon_ns) // src.window_ns
         for window in [w for w in self._emitted if w < horizon]:
             del self._emitted[window]
-        if not self._emitted or not self._pattern:
+        if not self._emitted or not self._pattern or start - self._checked_at < src.late_check_ns:
             return
+        self._checked_at = start
         first = min(self._emitted)
         params = {
             "start": first * src.window_ns,

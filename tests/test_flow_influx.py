@@ -108,7 +108,9 @@ def test_a_window_waits_for_the_lag_then_late_points_are_counted(
     line = "host,cluster=c,node=n{n} load1={v} {t}"
     write_lines(influx, influx_bucket, [line.format(n=1, v=0.5, t=w0 + 10**9)])
     settings = InfluxQuerySettings(influx.url, influx.token, influx.org, influx_bucket)
-    src = InfluxSource(settings, n_shards=1, lag_seconds=5.0, start_ns=w0, clock=lambda: now["ns"])
+    src = InfluxSource(
+        settings, n_shards=1, start_ns=w0, late_check_seconds=0, clock=lambda: now["ns"]
+    )
     part = src.build_part("in", "shard-0", None)
     now["ns"] = w0 + WINDOW_NS + 4 * 10**9  # the window ended, the lag has not passed
     assert part.next_batch() == [] and part.next_awake() is not None
