@@ -7,7 +7,7 @@ three places:
 
 - :class:`FrameSource`: frames in memory (the demo hands over what it simulated);
 - :class:`ReplaySource`: a line-protocol file (an incident capture, ``reflex simulate --out``);
-- :class:`InfluxSource`: InfluxDB, with Flux bind parameters and a timeout on every call.
+- :class:`InfluxSource`: InfluxDB, every value escaped into Flux, a timeout on every call.
 
 The rest of this module turns frames into the series a report plots: the suspect against the
 median and p10-p90 band of its peers, and against its own baseline.
@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -51,9 +51,11 @@ class TimelineSource(Protocol):
         *,
         nodes: Sequence[str] | None = None,
         job: str | None = None,
+        fields: Sequence[str] | None = None,
     ) -> list[Frame]:
         """Rows of ``measurement`` with ``start_ns <= time < end_ns``, of ``nodes`` (tag
-        ``node``) and ``job`` (tag ``job``) when given."""
+        ``node``) and ``job`` (tag ``job``) when given. ``fields`` names the fields the caller
+        needs; a source may return more."""
         ...
 
 
@@ -82,6 +84,7 @@ class FrameSource:
         *,
         nodes: Sequence[str] | None = None,
         job: str | None = None,
+        fields: Sequence[str] | None = None,
     ) -> list[Frame]:
         kept = (
             _keep(frame, start_ns, end_ns, nodes, job)
@@ -106,6 +109,7 @@ class ReplaySource:
         *,
         nodes: Sequence[str] | None = None,
         job: str | None = None,
+        fields: Sequence[str] | None = None,
     ) -> list[Frame]:
         prefix = measurement + ","
         wanted_nodes = None if nodes is None else {_escape_tag(n) for n in nodes}
@@ -188,17 +192,13 @@ def _raw_tag(line: str, tag: str) -> str | None:
 
 class InfluxSource:
     """InfluxDB 2.x. Telemetry comes from ``bucket``, Reflex's own ``reflex_*`` outputs
-    (baselines) from ``results_bucket``. Every value reaches Flux as a bind parameter, and
-    every call is bounded by ``timeout_s``. The token is kept out of ``repr``."""
+    (baselines) from ``results_bucket``. Every call is bounded by ``timeout_s``, and the token
+    is kept out of ``repr``.
 
-    QUERY = """
-from(bucket: params.bucket)
-  |> range(start: params.start, stop: params.stop)
-  |> filter(fn: (r) => r._measurement == params.measurement)
-  |> filter(fn: (r) => not params.by_node or contains(value: r.node, set: params.nodes))
-  |> filter(fn: (r) => not params.by_job or r.job == params.job)
-  |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")
-"""
+    InfluxDB OSS does not accept bind parameters (``params``; Cloud only: the server answers
+    "undefined identifier params"), so every value reaches Flux through :func:`flux_string`,
+    as a string literal with its escapes; times are integers.
+    """
 
     def __init__(
         self,
@@ -218,6 +218,32 @@ from(bucket: params.bucket)
     def __repr__(self) -> str:
         return f"InfluxSource(url={self.url!r}, org={self.org!r}, bucket={self.bucket!r})"
 
+    def query(
+        self,
+        measurement: str,
+        start_ns: int,
+        end_ns: int,
+        nodes: Sequence[str] | None,
+        job: str | None,
+        fields: Sequence[str] | None = None,
+    ) -> str:
+        bucket = self.results_bucket if measurement.startswith("reflex_") else self.bucket
+        lines = [
+            f"from(bucket: {flux_string(bucket)})",
+            f"  |> range(start: time(v: {int(start_ns)}), stop: time(v: {int(end_ns)}))",
+            f"  |> filter(fn: (r) => r._measurement == {flux_string(measurement)})",
+        ]
+        if nodes is not None:
+            members = ", ".join(flux_string(node) for node in nodes)
+            lines.append(f"  |> filter(fn: (r) => contains(value: r.node, set: [{members}]))")
+        if job is not None:
+            lines.append(f"  |> filter(fn: (r) => r.job == {flux_string(job)})")
+        if fields is not None:
+            wanted = ", ".join(flux_string(name) for name in fields)
+            lines.append(f"  |> filter(fn: (r) => contains(value: r._field, set: [{wanted}]))")
+        lines.append('  |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")')
+        return "\n".join(lines)
+
     def frames(
         self,
         measurement: str,
@@ -226,19 +252,10 @@ from(bucket: params.bucket)
         *,
         nodes: Sequence[str] | None = None,
         job: str | None = None,
+        fields: Sequence[str] | None = None,
     ) -> list[Frame]:
         from influxdb_client import InfluxDBClient
 
-        params: dict[str, Any] = {
-            "bucket": self.results_bucket if measurement.startswith("reflex_") else self.bucket,
-            "start": _datetime(start_ns),
-            "stop": _datetime(end_ns + 1000),  # Flux times are ns; datetime rounds to us
-            "measurement": measurement,
-            "by_node": nodes is not None,
-            "nodes": list(nodes or [""]),
-            "by_job": job is not None,
-            "job": job or "",
-        }
         with InfluxDBClient(
             self.url,
             self._token,
@@ -246,7 +263,9 @@ from(bucket: params.bucket)
             timeout=int(self.timeout_s * 1000),
             verify_ssl=self.verify_ssl,
         ) as client:
-            tables = client.query_api().query(self.QUERY, params=params)
+            tables = client.query_api().query(
+                self.query(measurement, start_ns, end_ns, nodes, job, fields)
+            )
         points = _records_to_points(
             measurement, (record.values for table in tables for record in table.records)
         )
@@ -254,8 +273,15 @@ from(bucket: params.bucket)
         return [frame for frame in kept if frame is not None]
 
 
-def _datetime(time_ns: int) -> datetime:
-    return datetime.fromtimestamp(time_ns // 1000 / 1e6, tz=UTC)
+def flux_string(value: str) -> str:
+    """A Flux string literal holding exactly ``value``: backslash, quote and the ``${``
+    of string interpolation are escaped, so telemetry text cannot change the query.
+
+    >>> print(flux_string('a"b\\c${x}'))
+    "a\\"b\\\\c\\${x}"
+    """
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("${", "\\${")
+    return f'"{escaped}"'
 
 
 def _records_to_points(measurement: str, records: Iterable[dict[str, Any]]) -> list[Point]:
@@ -367,7 +393,9 @@ def signal_timeline(
     node, component, _ = entity.split("|")
     like = _same_hardware(members, node)
     nodes = sorted({m.node for m in like} | {node})
-    frames = source.frames(definition.measurement, span.start_ns, span.end_ns, nodes=nodes)
+    frames = source.frames(
+        definition.measurement, span.start_ns, span.end_ns, nodes=nodes, fields=definition.fields
+    )
     columns = _derived_columns(frames, signal, span)
     if entity not in columns:
         return None

@@ -1,4 +1,5 @@
-"""Incident reports built from real events: the flow run on the simulator's demo scenario.
+"""Incident reports built from real events: the flow run on the simulator's demo scenario,
+opened in headless Chromium and rebuilt from a real InfluxDB.
 
 The demo scenario is used because it is the library's scenario with the faults a report must
 show: a fail-slow GPU (regression), a pipeline imbalance (no hardware fault) and an XID 79
@@ -8,22 +9,30 @@ whose NCCL timeouts cascade (explicit). One flow run and one simulation serve ev
 from __future__ import annotations
 
 import base64
+import os
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from influxdb_client import InfluxDBClient
+from influxdb_client.client.write_api import SYNCHRONOUS
+from matplotlib.image import imread
 
 from collectors.simulated import Simulation, load_scenario
 from collectors.simulated.lineproto import frame_lines
 from flows.events import LocalizationEvent
 from flows.runner import run_in_process
 from flows.sources import SimulatorSource
+from reflex.influxdb_server import InfluxServer
 from reflex.report import build_report, gather, onset_of
 from reflex.report_cli import command
-from reflex.report_timeline import FrameSource, ReplaySource
+from reflex.report_timeline import FrameSource, InfluxSource, ReplaySource
+from schemas.codec import Point, encode
 from schemas.frame import Frame
 
 HOSTILE_NODE = "<script>alert(1)</script>"
@@ -103,14 +112,13 @@ def test_fail_slow_gpu_stands_out_from_peers_and_its_own_baseline(demo: Demo) ->
 def test_no_hardware_event_shows_the_slow_pipeline_stage(demo: Demo, tmp_path: Path) -> None:
     event = demo.event("regression", hardware=False)
     data = gather(event, FrameSource(demo.frames), 10.0)
-    assert data.stages is not None and not data.timelines
-    near = np.abs(data.stages.times_ns - event.time_ns) <= 30 * 10**9
-    slowest = max(data.stages.compute, key=lambda s: np.nanmedian(data.stages.compute[s][near]))
+    stages = data.stages
+    assert stages is not None and not data.timelines
+    near = np.abs(stages.times_ns - event.time_ns) <= 30 * 10**9
+    slowest = max(stages.compute, key=lambda s: np.nanmedian(stages.compute[s][near]))
     assert f"pipeline stage {slowest} " in event.summary  # the flow named the same stage
-    before = data.stages.times_ns < event.time_ns - 60 * 10**9
-    growth = {
-        s: np.nanmedian(c[near]) / np.nanmedian(c[before]) for s, c in data.stages.compute.items()
-    }
+    before = stages.times_ns < event.time_ns - 60 * 10**9
+    growth = {s: np.nanmedian(c[near]) / np.nanmedian(c[before]) for s, c in stages.compute.items()}
     assert growth[slowest] > 1.15 and all(g < 1.05 for s, g in growth.items() if s != slowest)
     page = build_report(event, FrameSource(demo.frames), tmp_path)[0].read_text()
     assert 'id="stages-table"' in page and 'class="action no-hardware"' in page
@@ -239,3 +247,165 @@ def test_cli_refuses_unclear_requests(demo: Demo, tmp_path: Path) -> None:
     )  # fmt: skip
     assert refused.exit_code == 1 and "chmod 600" in refused.output
     assert "s3cret-token" not in refused.output
+
+
+# ---- in a real browser, and from a real InfluxDB ----------------------------------------
+# Chromium is Debian's package, installed by infra/apt_packages.sh; these tests skip only when
+# it is absent and cannot be installed (no root, or no package mirror).
+
+CHROMIUM = Path("/usr/bin/chromium")
+APT_SCRIPT = Path(__file__).resolve().parents[1] / "infra" / "apt_packages.sh"
+BROWSER_TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    if not CHROMIUM.exists() and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["bash", str(APT_SCRIPT)], capture_output=True, timeout=900, check=False)
+    if not CHROMIUM.exists():
+        pytest.skip("chromium is not installed and infra/apt_packages.sh could not install it")
+    return CHROMIUM
+
+
+def _browser(chromium: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    flags = [
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={profile}",
+    ]  # fmt: skip
+    return subprocess.run(
+        [str(chromium), *flags, *args],
+        capture_output=True,
+        text=True,
+        timeout=BROWSER_TIMEOUT_S,
+        check=True,
+    )
+
+
+def _screenshot(chromium: Path, page: Path, out: Path, tmp_path: Path) -> np.ndarray:
+    _browser(
+        chromium, tmp_path / "profile-shot", f"--screenshot={out}", "--window-size=1280,2000",
+        page.resolve().as_uri(),
+    )  # fmt: skip
+    return imread(out)
+
+
+def _dom(chromium: Path, page: Path, tmp_path: Path) -> str:
+    return _browser(
+        chromium, tmp_path / "profile-dom", "--dump-dom", page.resolve().as_uri()
+    ).stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trigger", ["regression", "explicit", "no-hardware"])
+def test_report_renders_in_chromium(
+    chromium: Path, demo: Demo, tmp_path: Path, trigger: str
+) -> None:
+    event = (
+        demo.event("regression", hardware=False)
+        if trigger == "no-hardware"
+        else demo.event(trigger)
+    )
+    html_path, _ = build_report(event, FrameSource(demo.frames), tmp_path / "report")
+    pixels = _screenshot(chromium, html_path, tmp_path / "shot.png", tmp_path)
+    assert pixels.shape[:2] == (2000, 1280)
+    gray = pixels[..., :3].mean(axis=2)
+    assert gray.std() > 0.05  # not blank
+    assert (gray < 0.5).mean() > 0.005  # text and plot lines were drawn
+    dom = _dom(chromium, html_path, tmp_path)
+    for element in (
+        'id="report-header"', 'id="action"', 'id="timeline-img"', 'class="timeline"',
+        'id="evidence"', 'id="summary"',
+    ):  # fmt: skip
+        assert element in dom, element
+    image = re.search(r'<img id="timeline-img"[^>]*src="data:image/png;base64,', dom)
+    assert image is not None
+    if trigger == "no-hardware":
+        assert 'id="stages-table"' in dom
+    else:
+        assert 'id="evidence-table"' in dom and 'id="suspects-table"' in dom
+    if trigger == "explicit":
+        assert 'id="cascade-table"' in dom
+
+
+@pytest.mark.slow
+def test_hostile_telemetry_stays_text_in_the_browser(
+    chromium: Path, demo: Demo, tmp_path: Path
+) -> None:
+    event, frames = hostile_case(demo)
+    html_path, _ = build_report(event, FrameSource(frames), tmp_path / "report")
+    dom = _dom(chromium, html_path, tmp_path)
+    assert "<script" not in dom and "<b>" not in dom
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom  # shown as text, not run
+    assert "&quot;&amp;&lt;&gt;" in dom or '"&amp;&lt;&gt;' in dom
+
+
+def _write(server: InfluxServer, bucket: str, lines: list[str]) -> None:
+    with InfluxDBClient(server.url, server.token, org=server.org, timeout=60_000) as client:
+        write = client.write_api(write_options=SYNCHRONOUS)
+        for start in range(0, len(lines), 20_000):
+            write.write(bucket, server.org, "\n".join(lines[start : start + 20_000]))
+
+
+@pytest.mark.influx
+@pytest.mark.slow
+def test_report_from_influxdb_uses_the_flows_stored_baseline(
+    influx: InfluxServer, influx_bucket: str, demo: Demo, tmp_path: Path
+) -> None:
+    event = demo.event("regression")
+    top = event.top
+    assert top is not None
+    start = event.time_ns - 420 * 10**9
+    job_nodes = {
+        node
+        for f in demo.frames
+        if f.measurement == "job_membership"
+        for node in f.tags["node"][f.tags["job"] == event.job].tolist()
+    }
+    lines = []
+    for frame in demo.frames:
+        if frame.measurement not in ("gpu", "train_step", "job_membership", "event"):
+            continue
+        rows = (frame.time_ns >= start) & np.isin(frame.tags["node"], list(job_nodes))
+        if rows.any():
+            lines += frame_lines(frame.take(rows))
+    # The flow's own baseline of the suspect, as it would have written it to the results bucket.
+    baseline = [
+        encode(
+            Point(
+                "reflex_baseline",
+                {"cluster": event.cluster, "node": top.node, "component": top.component,
+                 "index": top.index, "signal": "sm_clock_low"},
+                {"center": 1950.0, "scale": 12.0, "count": 600},
+                start + i * 30 * 10**9,
+            )
+        )
+        for i in range(14)
+    ]  # fmt: skip
+    _write(influx, influx_bucket, lines)
+    _write(influx, influx_bucket, baseline)
+    source = InfluxSource(
+        influx.url, influx.token, influx.org, influx_bucket, results_bucket=influx_bucket,
+        timeout_s=120,
+    )  # fmt: skip
+    assert influx.token not in repr(source)
+    clocks = gather(event, source, 10.0).timelines[0]
+    assert clocks.signal == "sm_clock_low" and clocks.baseline_origin.startswith("reflex_baseline")
+    assert np.nanmax(clocks.baseline_center) == 1950.0 and clocks.peer_count > 10
+    memory = gather(event, FrameSource(demo.frames), 10.0).timelines[0]
+    np.testing.assert_allclose(clocks.own, memory.own, equal_nan=True)
+
+    token_file = tmp_path / "token"
+    token_file.write_text(influx.token)
+    token_file.chmod(0o600)
+    events_path = tmp_path / "events.jsonl"
+    events_path.write_text("".join(e.to_json() + "\n" for e in demo.events))
+    result = CliRunner().invoke(
+        command,
+        [event.event_id, "--events", str(events_path), "--influx-url", influx.url,
+         "--token-file", str(token_file), "--org", influx.org, "--bucket", influx_bucket,
+         "--results-bucket", influx_bucket, "--timeout", "120", "--out", str(tmp_path / "out")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    page = Path(result.output.splitlines()[0]).read_text()
+    assert "reflex_baseline" in page and influx.token not in page + result.output
