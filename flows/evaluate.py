@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from flows.events import LocalizationEvent
 from flows.job_step import JobConfig
@@ -58,44 +59,68 @@ def _names(event: LocalizationEvent, node: str, component: str, depth: int) -> b
     )
 
 
+@dataclass
+class LabelMatch:
+    """One ground-truth label and the event that answered it (or blamed hardware wrongly)."""
+
+    label: Any
+    event: LocalizationEvent | None
+    correct: bool  # top-1 right for hardware; no hardware suspect named for the others
+
+
+def match_labels(truth: list, events: list[LocalizationEvent]) -> tuple[list[LabelMatch], set[int]]:
+    """Matches labels to events; returns the matches and the indexes of events that count."""
+    used: set[int] = set()
+    matches: list[LabelMatch] = []
+    for label in sorted((t for t in truth if t.expect == "hardware"), key=lambda t: t.onset_ns):
+        horizon = label.onset_ns + HORIZON_S * 1e9
+        found = [
+            i
+            for i, e in enumerate(events)
+            if i not in used and e.job == label.job and label.onset_ns <= e.time_ns <= horizon
+        ]
+        first = events[found[0]] if found else None
+        if found:
+            used.add(found[0])
+        correct = first is not None and _names(first, label.node, label.component, 1)
+        matches.append(LabelMatch(label, first, correct))
+    # Benign-only runs carry one "none" label; imbalance and software faults are labelled
+    # no_hardware_fault with a real fault type.
+    for label in (t for t in truth if t.expect != "hardware" and t.fault_type != "none"):
+        mine = [
+            i
+            for i, e in enumerate(events)
+            if i not in used and e.job == label.job and label.onset_ns <= e.time_ns
+        ]
+        blamed = [i for i in mine if events[i].suspects]
+        answered = [i for i in mine if not events[i].suspects]
+        used.update(answered)
+        shown = events[blamed[0]] if blamed else events[answered[0]] if answered else None
+        matches.append(LabelMatch(label, shown, not blamed))
+    return matches, used
+
+
 def score_scenario(
     scenario: str, mode: str, truth: list, events: list[LocalizationEvent], node_hours: float
 ) -> ScenarioResult:
-    hardware = [t for t in truth if t.expect == "hardware"]
-    # Benign-only runs carry one "none" label; imbalance and software faults are labelled
-    # no_hardware_fault with a real fault type.
-    no_fault = [t for t in truth if t.expect != "hardware" and t.fault_type != "none"]
-    result = ScenarioResult(scenario, mode, node_hours, benign_only=not hardware and not no_fault)
-    used: set[int] = set()
-    for label in sorted(hardware, key=lambda t: t.onset_ns):
-        window_end = label.onset_ns + HORIZON_S * 1e9
-        matches = [
-            i
-            for i, e in enumerate(events)
-            if i not in used and label.onset_ns <= e.time_ns <= window_end and e.job == label.job
-        ]
-        first = events[matches[0]] if matches else None
-        if first is not None:
-            used.add(matches[0])
+    matches, used = match_labels(truth, events)
+    hardware = [m for m in matches if m.label.expect == "hardware"]
+    others = [m for m in matches if m.label.expect != "hardware"]
+    result = ScenarioResult(scenario, mode, node_hours, benign_only=not matches)
+    for m in hardware:
+        label, first = m.label, m.event
         result.faults.append(
             FaultResult(
                 scenario,
                 label.fault_type,
                 label.fault_class,
                 first is not None,
-                first is not None and _names(first, label.node, label.component, 1),
+                m.correct,
                 first is not None and _names(first, label.node, label.component, 3),
                 (first.time_ns - label.onset_ns) / 1e9 if first is not None else None,
             )
         )
-    for label in no_fault:
-        blamed = [
-            i
-            for i, e in enumerate(events)
-            if e.job == label.job and e.suspects and label.onset_ns <= e.time_ns and i not in used
-        ]
-        result.imbalance_ok.append(not blamed)
-        used.update(i for i, e in enumerate(events) if e.job == label.job and not e.suspects)
+    result.imbalance_ok = [m.correct for m in others]
     result.true_events = len(used)
     result.false_events = len(events) - len(used)
     return result

@@ -74,6 +74,36 @@ class _WindowPartition(StatefulSourcePartition[WindowBatch, int]):
         return self._cursor
 
 
+class MemorySource(FixedPartitionedSource[WindowBatch, int]):
+    """Windows already generated in this process (the demo keeps its frames for reports)."""
+
+    def __init__(
+        self,
+        windows: list[tuple[int, list[Frame]]],
+        window_seconds: float = 10.0,
+        n_shards: int = 1,
+    ) -> None:
+        self.windows, self.n_shards = windows, n_shards
+        self.window_ns = int(window_seconds * 1e9)
+
+    def list_parts(self) -> list[str]:
+        return shard_names(self.n_shards)
+
+    def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> _WindowPartition:
+        windows = ((window, frames, []) for window, frames in self.windows)
+        return _WindowPartition(windows, for_part, self.n_shards, self.window_ns, resume_state)
+
+
+def simulated_windows(
+    sim: object, window_seconds: float = 10.0
+) -> Iterator[tuple[int, list[Frame]]]:
+    """A simulation's frames cut into epoch-aligned windows."""
+    window_ns = int(window_seconds * 1e9)
+    for frames in sim.chunks(seconds=window_seconds):  # type: ignore[attr-defined]
+        for window, window_frames, _ in _split_windows(frames, window_ns):
+            yield window, window_frames
+
+
 class SimulatorSource(FixedPartitionedSource[WindowBatch, int]):
     """The in-process simulator, one full (deterministic) simulation per partition."""
 
