@@ -81,7 +81,7 @@ if [ ! -f "$work/.libflux-ok" ]; then
   rm -rf "$gocache"/pkgconfig/github.com/influxdata/flux@* 2>/dev/null || true
 fi
 
-step "building influxd (libflux + Go; 30-50 min cold on 2 cores, log: $log)"
+step "building influxd (libflux + Go; about 8 min cold on 2 cores, 30 s warm; log: $log)"
 start=$(date +%s)
 (
   cd "$src"

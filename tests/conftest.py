@@ -2,7 +2,7 @@
 
 - ``influx`` (session): a running :class:`~reflex.influxdb_server.InfluxServer` with org
   ``reflex`` and buckets ``telemetry`` and ``reflex``. The binary comes from $REFLEX_INFLUXD or
-  the cached build, and is built (30-50 min cold) if neither exists. Tests must not stop it
+  the cached build, and is built (about 8 min cold here) if neither exists. Tests must not stop it
   unless they start it again before returning.
 - ``influx_bucket`` (function): the name of a new, empty bucket on ``influx``, deleted after.
 - ``query_count(server, flux)`` and ``query_rows(server, flux)``: helpers for assertions.
