@@ -463,7 +463,8 @@ def _evidence(top: Suspect | None) -> str:
         '<section id="evidence" class="evidence">'
         f"<h2>Evidence against {_e(top.node)} {_e(top.component)} {_e(top.index)}</h2>"
         '<table id="evidence-table" class="evidence-table"><thead><tr><th>signal</th>'
-        "<th>vs own baseline</th><th>vs peers</th><th>weight</th><th>since</th></tr></thead>"
+        "<th class=num>vs own baseline</th><th class=num>vs peers</th><th class=num>weight</th>"
+        "<th>since</th></tr></thead>"
         f"<tbody>{rows}</tbody></table></section>"
     )
 
@@ -480,8 +481,9 @@ def _suspects(event: LocalizationEvent) -> str:
     )
     return (
         '<section id="suspects" class="suspects"><h2>Ranked suspects</h2>'
-        '<table id="suspects-table" class="suspects-table"><thead><tr><th>#</th><th>node</th>'
-        "<th>component</th><th>index</th><th>score</th><th>role</th><th>top signal</th>"
+        '<table id="suspects-table" class="suspects-table"><thead><tr><th class=num>#</th>'
+        "<th>node</th><th>component</th><th>index</th><th class=num>score</th><th>role</th>"
+        "<th>top signal</th>"
         f"</tr></thead><tbody>{rows}</tbody></table></section>"
     )
 
