@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from dashboards.flux_parts import (
     bucket_constants,
     cluster_variable,
@@ -16,19 +18,32 @@ from dashboards.grafana_model import TELEMETRY, Json, dashboard, panel, row, tar
 TROUBLE_THROTTLE_MASK = 0x8 | 0x20 | 0x40 | 0x80
 
 
-def _growth(measurement: str, fields: list[str], title: str, legend: str, help_text: str) -> Json:
-    """A counter's growth per interval, one series per entity (resets are not growth)."""
+def _growth(
+    measurement: str,
+    fields: list[str],
+    title: str,
+    help_text: str,
+    by: tuple[str, ...],
+) -> Json:
+    """A counter's growth per interval, summed over the fields per ``by`` (resets are not
+    growth). The max per window is computed in storage, so a fleet's worth of series stays
+    cheap; summing per node or GPU keeps the panel readable."""
     flux = pipe(
         select(TELEMETRY, measurement, fields),
         "aggregateWindow(every: v.windowPeriod, fn: max, createEmpty: false)",
         "difference(nonNegative: true)",
+        f"group(columns: {json.dumps(list(by))})",
+        "aggregateWindow(every: v.windowPeriod, fn: sum, createEmpty: false)",
     )
     return panel(
         "timeseries",
         title,
         [target(flux)],
         steps=((1.0, "red"),),
-        display_name=legend,
+        display_name=" ".join(
+            f"${{__field.labels.{tag}}}" if tag == "node" else f"{tag} ${{__field.labels.{tag}}}"
+            for tag in by
+        ),
         description=help_text,
         options={"legend": {"displayMode": "table", "placement": "right", "calcs": ["sum"]}},
         size=(12, 8),
@@ -87,23 +102,22 @@ def _throttling() -> Json:
 
 
 def build() -> Json:
-    gpu = "${__field.labels.node} gpu ${__field.labels.gpu}"
-    port = "${__field.labels.node} ${__field.labels.hca}/${__field.labels.port}"
+    gpu, port = ("node", "gpu"), ("node", "hca", "port")
     panels = [
         row("GPU memory"),
         _growth(
             "gpu",
             ["ecc_uncorrected_volatile"],
             "Uncorrected ECC errors",
-            gpu,
             "Growth of uncorrected ECC errors per interval: any is a reason to drain.",
+            gpu,
         ),
         _growth(
             "gpu",
             ["ecc_corrected_volatile"],
             "Corrected ECC errors",
-            gpu,
             "Growth of corrected ECC errors per interval: benign alone, evidence in bulk.",
+            gpu,
         ),
         _latest_table(
             "gpu",
@@ -123,8 +137,8 @@ def build() -> Json:
             "gpu",
             ["pcie_replay_errors"],
             "PCIe replays",
-            gpu,
             "Growth of the PCIe replay counter per interval.",
+            gpu,
         ),
         _latest_table(
             "gpu",
@@ -137,15 +151,15 @@ def build() -> Json:
             "gpu_nvlink",
             ["crc_flit_errors", "crc_data_errors"],
             "NVLink CRC errors",
-            "${__field.labels.node} gpu ${__field.labels.gpu} link ${__field.labels.link}",
             "Growth of NVLink flit and data CRC errors per interval.",
+            gpu,
         ),
         _growth(
             "gpu_nvlink",
             ["replay_errors", "recovery_errors"],
             "NVLink replays and recoveries",
-            "${__field.labels.node} gpu ${__field.labels.gpu} link ${__field.labels.link}",
             "Growth of NVLink replays and link recoveries per interval.",
+            gpu,
         ),
         _throttling(),
         row("InfiniBand and RoCE"),
@@ -153,23 +167,23 @@ def build() -> Json:
             "ib_port",
             ["symbol_error"],
             "Symbol errors",
-            port,
             "Minor link errors per interval; a port whose count keeps growing has a bad cable "
             "or transceiver.",
+            port,
         ),
         _growth(
             "ib_port",
             ["link_error_recovery", "link_downed"],
             "Link recoveries and downs",
-            port,
             "Retrains and downs per interval: a flapping link.",
+            port,
         ),
         _growth(
             "ib_port",
             ["port_rcv_errors", "port_xmit_discards"],
             "Receive errors and discards",
-            port,
             "Bad packets received and packets discarded on send, per interval.",
+            port,
         ),
         _latest_table(
             "ib_port",

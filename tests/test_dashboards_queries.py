@@ -42,7 +42,7 @@ def _moment(ns: int) -> datetime:
     return datetime.fromtimestamp(ns / 1e9, UTC)
 
 
-@pytest.fixture(scope="module", params=["demo", "incident"])
+@pytest.fixture(scope="module", params=[pytest.param("demo", marks=pytest.mark.slow), "incident"])
 def loaded(request: pytest.FixtureRequest, influx: InfluxServer) -> Iterator[Loaded]:
     with temporary_org(influx) as org:
         if request.param == "demo":
