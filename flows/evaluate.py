@@ -127,15 +127,22 @@ def score_scenario(
 
 
 def run_scenario(
-    scenario: str, mode: str, seed: int = 7, window_seconds: float = 10.0
+    scenario: str,
+    mode: str,
+    seed: int = 7,
+    window_seconds: float = 10.0,
+    weights: dict[str, dict[str, float]] | None = None,
 ) -> ScenarioResult:
     from collectors.simulated import Simulation, load_scenario
 
     sim = Simulation(load_scenario(scenario), seed=seed)
+    config = JobConfig(mode=mode, window_seconds=window_seconds)
+    if weights:
+        config.weights = weights
     run = run_in_process(
         SimulatorSource(scenario, seed, 1, window_seconds),
         window_seconds=window_seconds,
-        job_config=JobConfig(mode=mode, window_seconds=window_seconds),
+        job_config=config,
     )
     node_hours = len(sim.cluster.nodes) * sim.duration_s / 3600
     return score_scenario(scenario, mode, sim.truth, run.events, node_hours)

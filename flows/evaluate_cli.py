@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flows.evaluate import Summary, run_scenario, summarize
+from flows.fit import load_weights
 from flows.job_step import MODES
 
 
@@ -66,19 +67,32 @@ def _type_cell(fault_type: str) -> Callable[[Summary], str]:
 @click.option("--modes", default=",".join(MODES), show_default=True)
 @click.option("--seed", default=7, show_default=True)
 @click.option("--json-out", type=click.Path(path_type=Path), help="Also write the figures as JSON.")
-def command(scenarios: str, modes: str, seed: int, json_out: Path | None) -> None:
+@click.option(
+    "--weights",
+    "weights_path",
+    type=click.Path(exists=True, path_type=Path),
+    help="Also evaluate Reflex with weights refit by `reflex fit`.",
+)
+def command(
+    scenarios: str, modes: str, seed: int, json_out: Path | None, weights_path: Path | None
+) -> None:
     """Run the scenario library through Reflex and its baselines; print the table."""
     from collectors.simulated import scenario_names
 
     names = [n for n in scenarios.split(",") if n] or list(scenario_names())
     console = Console()
+    runs: list[tuple[str, str, dict | None]] = [(m, m, None) for m in modes.split(",") if m]
+    if weights_path is not None:
+        runs.append(("reflex (refit)", "reflex", load_weights(weights_path)))
     summaries = []
-    for mode in [m for m in modes.split(",") if m]:
+    for label, mode, weights in runs:
         results = []
         for name in names:
-            with console.status(f"{mode}: {name}"):
-                results.append(run_scenario(name, mode, seed))
-        summaries.append(summarize(mode, results))
+            with console.status(f"{label}: {name}"):
+                results.append(run_scenario(name, mode, seed, weights=weights))
+        summary = summarize(mode, results)
+        summary.mode = label
+        summaries.append(summary)
     console.print(render(summaries))
     if json_out:
         json_out.write_text(json.dumps([asdict(s) for s in summaries], indent=2))

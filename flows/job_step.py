@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +51,8 @@ class JobConfig:
     score_export_min: float = 0.05
     max_pending_windows: int = 6  # process a window anyway once this many are waiting
     weights: dict[str, dict[str, float]] = field(default_factory=default_weights)
+    # Receives (job, window end, entity -> signal -> unweighted evidence): `reflex fit` uses it.
+    recorder: Callable[[str, int, dict[str, dict[str, float]]], None] | None = None
 
 
 @dataclass
@@ -72,6 +75,7 @@ class JobState:
     last_event_entities: set[str] = field(default_factory=set)
     last_evidence: dict[str, int] = field(default_factory=dict)  # entity -> last window
     fresh: set[str] = field(default_factory=set)  # entities with recent evidence
+    features: dict[str, dict[str, float]] = field(default_factory=dict)  # this window
     stage_compute: dict[int, float] = field(default_factory=dict)
     stage_now: dict[int, float] = field(default_factory=dict)
     alerted: dict[str, int] = field(default_factory=dict)  # threshold mode: entity -> last alert
@@ -131,6 +135,7 @@ class JobState:
         if self.config.mode == "threshold":
             return self._threshold_alerts(window, end_ns, entities, values, profiles, events)
         totals: dict[str, float] = {}
+        self.features = {}
         self._signal_evidence(entities, values, temporal, scales, profiles, end_ns, totals)
         self._step_evidence(parts, end_ns, totals)
         self._explicit_evidence(events, totals)
@@ -139,6 +144,8 @@ class JobState:
                 self.last_evidence[entity] = window
         self.fresh = {e for e, w in self.last_evidence.items() if window - w <= RECENT_WINDOWS}
         self.last_evidence = {e: self.last_evidence[e] for e in self.fresh}
+        if self.config.recorder is not None:
+            self.config.recorder(self.job, end_ns, self.features)
         keys = np.array(sorted(totals), dtype=object)
         self.compound.update(keys, np.array([totals[k] for k in keys.tolist()]))
         out: list[tuple[str, object]] = [("points", self._score_points(end_ns))]
@@ -229,6 +236,10 @@ class JobState:
             [[self._weights(p).get(s, 0.0) for s in SIGNAL_NAMES] for p in profiles.tolist()]
         )
         amount = strength * weights
+        for row in np.flatnonzero(strength.sum(axis=1) > 0):
+            self.features[entities[row]] = {
+                SIGNAL_NAMES[c]: float(strength[row, c]) for c in np.flatnonzero(strength[row])
+            }
         for row in np.flatnonzero(amount.sum(axis=1) > 0):
             entity = entities[row]
             totals[entity] = totals.get(entity, 0.0) + float(amount[row].sum())
@@ -281,7 +292,9 @@ class JobState:
         for info in infos_known:
             if not any(info is i for i, _, _ in slow):
                 self.since.pop((f"{info.node}|gpu|{info.gpu}", STEP_SIGNAL), None)
-        for entity, amount, peer_z in self._place_step_evidence(slow, infos_known, totals):
+        for entity, placed, peer_z, profile in self._place_step_evidence(slow, infos_known, totals):
+            self.features.setdefault(entity, {})[STEP_SIGNAL] = placed
+            amount = placed * self._weights(profile).get(STEP_SIGNAL, 1.0)
             totals[entity] = totals.get(entity, 0.0) + amount
             since = self.since.setdefault((entity, STEP_SIGNAL), end_ns)
             self._note(entity, Evidence(STEP_SIGNAL, None, peer_z, amount, since))
@@ -291,7 +304,7 @@ class JobState:
         slow: list[tuple[RankInfo, float, float]],
         ranks: list[RankInfo],
         totals: dict[str, float],
-    ) -> list[tuple[str, float, float | None]]:
+    ) -> list[tuple[str, float, float | None, str]]:
         """Which entity a straggling rank blames. One slow GPU among healthy ones on its node
         is the GPU's own doing. When most GPUs of a node straggle together, the cause is
         shared: the node's NIC or host, whichever already shows evidence (the host when
@@ -300,16 +313,17 @@ class JobState:
         for item in slow:
             per_node.setdefault(item[0].node, []).append(item)
         gpus_on_node = Counter(info.node for info in ranks)
-        placed: list[tuple[str, float, float | None]] = []
+        placed: list[tuple[str, float, float | None, str]] = []
         for node, items in sorted(per_node.items()):
-            weight = self._weights(items[0][0].profile).get(STEP_SIGNAL, 1.0)
             if len(items) < 0.75 * gpus_on_node[node] or len(items) < 2:
-                placed += [(f"{i.node}|gpu|{i.gpu}", st * weight, _num(zz)) for i, st, zz in items]
+                placed += [
+                    (f"{i.node}|gpu|{i.gpu}", st, _num(zz), i.profile) for i, st, zz in items
+                ]
                 continue
             shared = [e for e in totals if e.startswith(f"{node}|") and "|gpu|" not in e]
             target = max(shared, key=lambda e: totals[e]) if shared else f"{node}|host|-"
             strongest = max(items, key=lambda item: item[1])
-            placed.append((target, strongest[1] * weight, _num(strongest[2])))
+            placed.append((target, strongest[1], _num(strongest[2]), strongest[0].profile))
         return placed
 
     def _explicit_evidence(self, events: list[ExplicitEvent], totals: dict[str, float]) -> None:

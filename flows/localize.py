@@ -13,6 +13,7 @@ import copy
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import bytewax.operators as op
@@ -169,9 +170,16 @@ def flow_from_env() -> Dataflow:
     from flows.wiring import sinks_from_env, source_from_env
 
     window = float(os.environ.get("REFLEX_WINDOW_SECONDS", "10"))
+    cluster = os.environ.get("REFLEX_CLUSTER", "sim")
+    config = JobConfig(window_seconds=window, cluster=cluster)
+    if os.environ.get("REFLEX_WEIGHTS"):  # weights refit by `reflex fit`
+        from flows.fit import load_weights
+
+        config.weights = load_weights(Path(os.environ["REFLEX_WEIGHTS"]))
     return build_flow(
         source_from_env(window),
         sinks_from_env(),
         window_seconds=window,
-        cluster=os.environ.get("REFLEX_CLUSTER", "sim"),
+        cluster=cluster,
+        job_config=config,
     )

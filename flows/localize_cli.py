@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from flows.fit import load_weights
+from flows.job_step import JobConfig
 from flows.runner import run_in_process
 from flows.sinks import event_json
 from flows.sources import LineProtocolSource, SimulatorSource
@@ -20,8 +22,19 @@ from flows.sources import LineProtocolSource, SimulatorSource
 @click.option("--seed", default=7, show_default=True)
 @click.option("--window", default=10.0, show_default=True, help="Window length in seconds.")
 @click.option("--events-out", type=click.Path(path_type=Path), help="Write events as JSONL.")
+@click.option(
+    "--weights",
+    "weights_path",
+    type=click.Path(exists=True, path_type=Path),
+    help="Evidence weights refit by `reflex fit`.",
+)
 def command(
-    scenario: str | None, replay: Path | None, seed: int, window: float, events_out: Path | None
+    scenario: str | None,
+    replay: Path | None,
+    seed: int,
+    window: float,
+    events_out: Path | None,
+    weights_path: Path | None,
 ) -> None:
     """Localize faults in a scenario or a replayed capture; print the events."""
     if bool(scenario) == bool(replay):
@@ -31,7 +44,10 @@ def command(
     else:
         assert replay is not None
         source = LineProtocolSource(replay, 1, window)
-    result = run_in_process(source, window_seconds=window)
+    config = JobConfig(window_seconds=window)
+    if weights_path is not None:
+        config.weights = load_weights(weights_path)
+    result = run_in_process(source, window_seconds=window, job_config=config)
     console = Console()
     for event in result.events:
         console.print(f"[bold]{event.trigger}[/] {event.job}: {event.summary} -> {event.action}")

@@ -90,7 +90,9 @@ class MemorySource(FixedPartitionedSource[WindowBatch, int]):
         return shard_names(self.n_shards)
 
     def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> _WindowPartition:
-        windows = ((window, frames, []) for window, frames in self.windows)
+        windows: Iterator[tuple[int, list[Frame], list[ErrorRecord]]] = (
+            (window, frames, []) for window, frames in self.windows
+        )
         return _WindowPartition(windows, for_part, self.n_shards, self.window_ns, resume_state)
 
 
@@ -127,14 +129,12 @@ class SimulatorSource(FixedPartitionedSource[WindowBatch, int]):
         )
 
     def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
-        from collectors.simulated import Simulation, load_scenario
+        from collectors.simulated import Simulation, load_scenario, scale_scenario
 
         scenario = load_scenario(self.scenario)
-        sim = (
-            Simulation(scenario, seed=self.seed)
-            if self.scale is None
-            else Simulation(scenario, seed=self.seed, scale=self.scale)
-        )
+        if self.scale is not None:
+            scenario = scale_scenario(scenario, self.scale)
+        sim = Simulation(scenario, seed=self.seed)
         for frames in sim.chunks(seconds=self.window_ns / 1e9):
             yield from _split_windows(frames, self.window_ns)
 
