@@ -36,9 +36,10 @@ EVENT_COLUMNS = (
 
 
 def field_predicate(fields: Sequence[str]) -> str:
+    """Equality tests joined by ``or``: InfluxDB pushes these down to storage, ``contains`` not."""
     if len(fields) == 1:
         return f'r._field == "{fields[0]}"'
-    return "contains(value: r._field, set: [" + ", ".join(f'"{f}"' for f in fields) + "])"
+    return "(" + " or ".join(f'r._field == "{f}"' for f in fields) + ")"
 
 
 def select(bucket: str, measurement: str, fields: Sequence[str], *where: str) -> str:
