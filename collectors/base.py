@@ -87,10 +87,11 @@ def read_text(path: Path) -> str | None:
     """A sysfs/procfs file's content stripped, or None when it is absent or unreadable.
 
     sysfs answers EINVAL for some attributes that exist but have no value (``speed`` of a
-    down or virtual link), which is "absent" too.
+    down or virtual link), which is "absent" too. Bytes that are not UTF-8 (a buggy driver's
+    attribute) become U+FFFD, so one bad attribute spoils its own value, not the whole run.
     """
     try:
-        return path.read_text().strip()
+        return path.read_text(errors="replace").strip()
     except OSError:
         return None
 

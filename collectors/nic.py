@@ -96,12 +96,12 @@ def parse_enum(text: str | None) -> int | None:
     if not text:
         return None
     number = text.partition(":")[0].strip()
-    return int(number) if number.isdigit() else None
+    return int(number) if number.isascii() and number.isdigit() else None
 
 
 def parse_rate(text: str | None) -> float | None:
     """``"200 Gb/sec (4X HDR)"`` -> 200.0 (ports/N/rate)."""
-    match = re.match(r"^\s*([0-9.]+)\s*Gb/sec", text or "")
+    match = re.match(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec", text or "")
     return float(match.group(1)) if match else None
 
 
