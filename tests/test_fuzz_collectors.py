@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given
 
 from collectors.agent import Agent
-from collectors.base import FixedClock
+from collectors.base import Collector, FixedClock
 from collectors.host import (
     HostCollector,
     parse_diskstats,
@@ -55,14 +55,12 @@ KMSG_SEEDS = [
     for line in (FIXTURES / "kmsg" / name).read_text().splitlines()
 ]
 COLLECTOR_RUNS = 2_000  # whole collector runs over a corrupted tree: file I/O each time
-_tallies = {
-    name: Tally(name)
-    for name in ("proc parsers", "host collector", "nic parsers", "nic collector", "kmsg", "kmsg collector")
-}
+_NAMES = ("proc parsers", "host collector", "nic parsers", "nic collector", "kmsg")
+_tallies = {name: Tally(name) for name in (*_NAMES, "kmsg collector")}
 
 
-def _agent(collector: object) -> Agent:
-    return Agent([collector], lambda points: None, cluster="c1", node="n1", clock=FixedClock(10**18))  # type: ignore[list-item]
+def _agent(collector: Collector) -> Agent:
+    return Agent([collector], lambda _: None, cluster="c1", node="n1", clock=FixedClock(10**18))
 
 
 def _count_run(tally: Tally, agent: Agent) -> None:
@@ -235,4 +233,3 @@ def _corrupt_bytes(rng: random.Random, seed_text: str) -> bytes:
 def test_fuzz_tallies(name: str) -> None:
     """Runs after the hypothesis tests above (pytest keeps file order): 10,000 inputs each."""
     _tallies[name].check()
-
