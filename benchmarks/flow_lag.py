@@ -78,6 +78,7 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=10.0)
     parser.add_argument("--lag", type=float, default=5.0)
     parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=1, help="Worker threads per process.")
     args = parser.parse_args()
     window_ns = int(args.window * 1e9)
     with start_influxdb() as server, tempfile.TemporaryDirectory() as tmp:
@@ -86,6 +87,7 @@ def main() -> None:
         command = [*CLI, "--source", "influx", "--sink", "influx", "--out", str(Path(tmp) / "o")]
         command += ["--window", str(args.window), "--lag", str(args.lag), "--cluster", "sim"]
         command += ["--start-ns", str(base_ns), "--no-recovery", "-p", str(args.processes)]
+        command += ["-w", str(args.workers)]
         flow = subprocess.Popen(command, env=env, stderr=subprocess.PIPE)
         seen: dict[int, float] = {}
         stats: dict = {}
@@ -104,7 +106,8 @@ def main() -> None:
         print(f"{args.gpus} GPUs, 1 s resolution, {args.seconds} s real time: "
               f"{stats['points']:,} points ({stats['points'] / args.seconds:,.0f}/s), "
               f"writer behind p95 {stats['write_behind_p95_s']:.2f} s")  # fmt: skip
-        print(f"windows {args.window:g} s, poll lag {args.lag:g} s, {args.processes} process(es)")
+        print(f"windows {args.window:g} s, poll lag {args.lag:g} s, "
+              f"{args.processes} process(es) x {args.workers} worker(s)")  # fmt: skip
         if not len(lags):
             print("no window's scores became queryable", err.decode()[-2000:])
             return
