@@ -99,6 +99,10 @@ class Scenario:
     start_ns: int = DEFAULT_START_NS
 
 
+class ScenarioError(ValueError):
+    """A scenario file is malformed; the message names the scenario and what is wrong."""
+
+
 def scenario_names() -> list[str]:
     """Names of the scenarios in the library."""
     return sorted(path.stem for path in LIBRARY.glob("*.toml"))
@@ -115,6 +119,18 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
 
 
 def parse_scenario(raw: dict[str, Any], default_name: str = "scenario") -> Scenario:
+    """A Scenario from parsed TOML; raises ScenarioError for any malformed part."""
+    try:
+        return _parse_scenario(raw, default_name)
+    except ScenarioError:
+        raise
+    except (TypeError, AttributeError, KeyError, ValueError) as error:
+        # A wrong type (a table where a number goes, an unknown key) must not escape as a
+        # traceback from the middle of the parser.
+        raise ScenarioError(f"scenario {default_name}: {type(error).__name__}: {error}") from None
+
+
+def _parse_scenario(raw: dict[str, Any], default_name: str) -> Scenario:
     cluster = raw.get("cluster", {})
     nodes = int(cluster.get("nodes", 16))
     profiles = {
