@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "alerts": "dashboards.alerts_cli:command",
     "influxdb": "reflex.influxdb_cli:command",
     "smoke": "reflex.smoke:command",
+    "tokens": "reflex.tokens_cli:command",
 }
 
 
