@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from flows.events import Evidence, LocalizationEvent, Suspect, event_id, recommend_action
+from flows.messages import ExplicitEvent
 from flows.signals import SIGNAL_INDEX
 from schemas.hardware_profiles import load_profiles
 
@@ -51,3 +53,47 @@ def threshold_hits(
         if clock[row] < 0.85 * profile.limits["sm_clock_max_mhz"]:
             hits.append((str(entities[row]), "sm_clock_low"))
     return sorted(set(hits))
+
+
+def threshold_events(
+    job: str,
+    cluster: str,
+    cooldown_s: float,
+    alerted: dict[str, int],
+    window: int,
+    end_ns: int,
+    entities: np.ndarray,
+    values: np.ndarray,
+    profiles: np.ndarray,
+    events: list[ExplicitEvent],
+) -> list[tuple[str, object]]:
+    """Static rules alert per entity, each time a rule breaks outside its cooldown
+    (``alerted`` remembers the last alert per entity)."""
+    hits = threshold_hits(entities, values, profiles) if len(entities) else []
+    hits += [(e.entity, f"{e.kind}:{e.code}") for e in events if e.severity != "application"]
+    out: list[tuple[str, object]] = []
+    for entity, signal in hits:
+        last = alerted.get(entity)
+        if last is not None and end_ns - last < cooldown_s * 1e9:
+            continue
+        alerted[entity] = end_ns
+        node, component, index = entity.split("|")
+        suspect = Suspect(node, component, index, 1.0, [Evidence(signal, None, None, 1.0, end_ns)])
+        out.append(
+            (
+                "event",
+                LocalizationEvent(
+                    event_id(job, "threshold", window, entity),
+                    end_ns,
+                    cluster,
+                    job,
+                    "threshold",
+                    "warning",
+                    1.0,
+                    [suspect],
+                    recommend_action(component, signal),
+                    f"{signal} on {entity}",
+                ),
+            )
+        )
+    return out

@@ -1,0 +1,109 @@
+"""The words of a localization event: summary, action, confidence and severity."""
+
+from __future__ import annotations
+
+from flows.events import LocalizationEvent, Suspect, event_id, recommend_action
+from flows.messages import ExplicitEvent
+
+
+def cascade_summary(recent: list[ExplicitEvent]) -> dict:
+    cascade = [e for e in recent if e.is_cascade]
+    if not cascade:
+        return {}
+    return {
+        "events": len(cascade),
+        "nodes": len({e.node for e in cascade}),
+        "first_ns": cascade[0].time_ns,
+        "kind": cascade[0].kind,
+    }
+
+
+def describe(
+    job: str,
+    cluster: str,
+    window: int,
+    end_ns: int,
+    trigger: str,
+    root: ExplicitEvent | None,
+    suspects: list[Suspect],
+    recent: list[ExplicitEvent],
+    stage_pattern: str,
+) -> LocalizationEvent:
+    cascade = cascade_summary(recent)
+    top = suspects[0] if suspects else None
+    if root is not None:
+        confidence = 0.95 if root.severity == "critical" else 0.7
+        severity = "critical" if root.severity == "critical" else "warning"
+        action = root.action or recommend_action(root.component, root.kind)
+        summary = (
+            f"{root.meaning} on {root.node} {root.component} {root.index} (first in "
+            f"time); {cascade.get('events', 0)} cascade errors on "
+            f"{cascade.get('nodes', 0)} nodes so far"
+        )
+    elif top is not None:
+        second = suspects[1].score if len(suspects) > 1 else 0.0
+        confidence = round(min(0.95, top.score / (top.score + second + 1.0)), 3)
+        severity = "critical" if trigger == "hang" else "warning"
+        signal = top.evidence[0].signal if top.evidence else ""
+        action = recommend_action(top.component, signal)
+        summary = f"job {trigger}: {top.node} {top.component} {top.index} ({signal})"
+    else:
+        confidence, severity = 0.6, "info"
+        action, summary = no_hardware_explanation(trigger, recent, stage_pattern)
+    return LocalizationEvent(
+        event_id(job, trigger, window, top.node if top else "none"),
+        end_ns,
+        cluster,
+        job,
+        trigger,
+        severity,
+        confidence,
+        suspects,
+        action,
+        summary,
+        cascade,
+    )
+
+
+def no_hardware_explanation(
+    trigger: str, recent: list[ExplicitEvent], stage_pattern: str
+) -> tuple[str, str]:
+    if trigger == "explicit":
+        cascade = [e for e in recent if e.is_cascade]
+        first = cascade[0] if cascade else None
+        where = f"; first: {first.node} rank {first.rank}" if first else ""
+        return (
+            "no hardware action: read the application log of the first failing rank",
+            f"{len(cascade)} process exits / NCCL timeouts with no hardware error before "
+            f"them: a software failure{where}",
+        )
+    if trigger == "hang":
+        return (
+            "no hardware action found: dump the job's stacks (py-spy) and NCCL state",
+            "job stopped making progress with no hardware suspect",
+        )
+    return (
+        "no hardware action: rebalance the pipeline stages or check the data (sequence "
+        "lengths, dataloader)",
+        f"job slowed with no hardware suspect: {stage_pattern}",
+    )
+
+
+def stage_pattern(now: dict[int, float], learned: dict[int, float]) -> str:
+    """Compares each pipeline stage's compute now with its learned level: one stage slowing
+    on all its ranks is imbalance; every stage slowing together is the data."""
+    growth = {stage: now[stage] / learned[stage] - 1 for stage in now if learned.get(stage, 0) > 0}
+    if not growth:
+        return "no per-stage step data"
+    worst = max(growth, key=lambda stage: growth[stage])
+    others = [g for stage, g in growth.items() if stage != worst]
+    if others and growth[worst] > 2 * max(max(others), 0.02):
+        return (
+            f"pipeline stage {worst} got {100 * growth[worst]:.0f}% slower on all its "
+            "ranks: stage imbalance, not a fault"
+        )
+    return (
+        f"every stage slowed together (+{100 * min(growth.values()):.0f}% to "
+        f"+{100 * growth[worst]:.0f}%): the work per step grew (e.g. sequence length), "
+        "not a fault"
+    )

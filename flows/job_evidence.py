@@ -1,0 +1,192 @@
+"""Evidence of one job's window: deviations from own history and peers, stragglers, errors.
+
+What each entity contributed this window goes into ``totals`` (weighted, for the compound
+score) and ``features`` (unweighted, for `reflex fit`); the latest evidence per signal, with
+since when it has persisted, is kept for the events and the score points.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from flows.detectors import evidence_strength, peer_deviation
+from flows.events import Evidence
+from flows.messages import ExplicitEvent, JobWindow, RankInfo
+from flows.shard_step import FLOORS
+from flows.signals import SIGNAL_NAMES, SIGNALS, STEP_SIGNAL
+
+DIRECTION = np.array([SIGNALS[name].direction for name in SIGNAL_NAMES], dtype=np.float64)
+EXPLICIT_EVIDENCE = {"critical": 6.0, "warning": 2.0}
+Weights = Callable[[str], dict[str, float]]  # hardware profile -> signal -> weight
+
+
+def combine_deviations(own: np.ndarray, peers: np.ndarray, mode: str) -> np.ndarray:
+    """Reflex needs a deviation from both the entity's own history and its peers: a job that
+    heats every GPU is not one bad GPU, and a GPU that always runs hot is not a new fault.
+    While an entity's baseline warms up, its peers alone count, at a discount."""
+    if mode == "peer_only":
+        return peers
+    if mode == "temporal_only":
+        return own
+    return np.where(np.isnan(own), peers - 1.0, np.fmin(own, peers))
+
+
+def rounded(value: float) -> float | None:
+    return None if not np.isfinite(value) else round(float(value), 2)
+
+
+def peer_groups(
+    entities: np.ndarray, profiles: np.ndarray, members: dict[int, RankInfo]
+) -> np.ndarray:
+    """Peers share a job, a component kind, a pipeline stage and a GPU model: the last stage
+    is legitimately slower than the others, and an A100 is not a slow H100."""
+    gpu_stage = {f"{i.node}|gpu|{i.gpu}": i.pp_rank for i in members.values()}
+    by_node: dict[str, Counter] = {}
+    for info in members.values():
+        by_node.setdefault(info.node, Counter())[info.pp_rank] += 1
+    node_stage = {node: counts.most_common(1)[0][0] for node, counts in by_node.items()}
+    return np.array(
+        [
+            f"{e.split('|')[1]}|{gpu_stage.get(e, node_stage.get(e.split('|', 1)[0], -1))}|{p}"
+            for e, p in zip(entities.tolist(), profiles.tolist(), strict=True)
+        ],
+        dtype=object,
+    )
+
+
+@dataclass
+class EvidenceBook:
+    since: dict[tuple[str, str], int] = field(default_factory=dict)
+    evidence: dict[str, list[Evidence]] = field(default_factory=dict)
+    features: dict[str, dict[str, float]] = field(default_factory=dict)  # this window
+
+    def notes(self, entity: str) -> list[Evidence]:
+        """The entity's latest evidence, strongest first."""
+        return sorted(self.evidence.get(entity, []), key=lambda e: -e.weight)
+
+    def _note(self, entity: str, evidence: Evidence) -> None:
+        kept = [e for e in self.evidence.get(entity, []) if e.signal != evidence.signal]
+        self.evidence[entity] = [*kept, evidence]
+
+    def signals(
+        self,
+        entities: np.ndarray,
+        values: np.ndarray,
+        temporal: np.ndarray,
+        scales: np.ndarray,
+        profiles: np.ndarray,
+        members: dict[int, RankInfo],
+        mode: str,
+        weights: Weights,
+        end_ns: int,
+        totals: dict[str, float],
+    ) -> None:
+        if not len(entities):
+            return
+        groups = peer_groups(entities, profiles, members)
+        peer = peer_deviation(values, groups, FLOORS, pooled_scale=scales)
+        combined = combine_deviations(DIRECTION * temporal, DIRECTION * peer, mode)
+        strength = evidence_strength(combined)
+        weight = np.array(
+            [[weights(p).get(s, 0.0) for s in SIGNAL_NAMES] for p in profiles.tolist()]
+        )
+        amount = strength * weight
+        for row in np.flatnonzero(strength.sum(axis=1) > 0):
+            self.features[entities[row]] = {
+                SIGNAL_NAMES[c]: float(strength[row, c]) for c in np.flatnonzero(strength[row])
+            }
+        for row in np.flatnonzero(amount.sum(axis=1) > 0):
+            entity = entities[row]
+            totals[entity] = totals.get(entity, 0.0) + float(amount[row].sum())
+            for col in np.flatnonzero(amount[row] > 0):
+                signal = SIGNAL_NAMES[col]
+                since = self.since.setdefault((entity, signal), end_ns)
+                self._note(
+                    entity,
+                    Evidence(
+                        signal,
+                        rounded(temporal[row, col]),
+                        rounded(peer[row, col]),
+                        float(amount[row, col]),
+                        since,
+                    ),
+                )
+        for row, col in zip(*np.nonzero(amount == 0), strict=True):
+            self.since.pop((entities[row], SIGNAL_NAMES[col]), None)
+
+    def stragglers(
+        self,
+        parts: list[JobWindow],
+        members: dict[int, RankInfo],
+        weights: Weights,
+        end_ns: int,
+        totals: dict[str, float],
+    ) -> None:
+        """Ranks whose compute time stands out from their stage's peers this window."""
+        ranks = np.concatenate([p.steps.rank for p in parts])
+        if not len(ranks):
+            return
+        compute = np.concatenate([p.steps.compute for p in parts])
+        unique, inverse = np.unique(ranks, return_inverse=True)
+        mean = np.bincount(inverse, weights=np.nan_to_num(compute)) / np.bincount(inverse)
+        infos = [members.get(int(r)) for r in unique.tolist()]
+        known = np.array([i is not None for i in infos])
+        if known.sum() < 4:
+            return
+        infos_known = [i for i in infos if i is not None]
+        groups = np.array([f"{i.pp_rank}|{i.profile}" for i in infos_known], dtype=object)
+        values = mean[known][:, None]
+        floor = np.array([max(0.02 * float(np.median(values)), 1e-3)])
+        z = peer_deviation(values, groups, floor)[:, 0]
+        strength = evidence_strength(z)
+        slow = [
+            (i, st, zz)
+            for i, st, zz in zip(infos_known, strength.tolist(), z.tolist(), strict=True)
+            if st > 0
+        ]
+        for info in infos_known:
+            if not any(info is i for i, _, _ in slow):
+                self.since.pop((f"{info.node}|gpu|{info.gpu}", STEP_SIGNAL), None)
+        for entity, placed, peer_z, profile in place_stragglers(slow, infos_known, totals):
+            self.features.setdefault(entity, {})[STEP_SIGNAL] = placed
+            amount = placed * weights(profile).get(STEP_SIGNAL, 1.0)
+            totals[entity] = totals.get(entity, 0.0) + amount
+            since = self.since.setdefault((entity, STEP_SIGNAL), end_ns)
+            self._note(entity, Evidence(STEP_SIGNAL, None, peer_z, amount, since))
+
+    def explicit(self, events: list[ExplicitEvent], totals: dict[str, float]) -> None:
+        for event in events:
+            amount = EXPLICIT_EVIDENCE.get(event.severity, 0.0)
+            if amount and not event.is_cascade:
+                totals[event.entity] = totals.get(event.entity, 0.0) + amount
+                self._note(
+                    event.entity,
+                    Evidence(f"{event.kind}:{event.code}", None, None, amount, event.time_ns),
+                )
+
+
+def place_stragglers(
+    slow: list[tuple[RankInfo, float, float]], ranks: list[RankInfo], totals: dict[str, float]
+) -> list[tuple[str, float, float | None, str]]:
+    """Which entity a straggling rank blames. One slow GPU among healthy ones on its node is
+    the GPU's own doing. When most GPUs of a node straggle together, the cause is shared: the
+    node's NIC or host, whichever already shows evidence (the host when neither does:
+    dataloader, I/O and CPU stalls leave few other traces)."""
+    per_node: dict[str, list[tuple[RankInfo, float, float]]] = {}
+    for item in slow:
+        per_node.setdefault(item[0].node, []).append(item)
+    gpus_on_node = Counter(info.node for info in ranks)
+    placed: list[tuple[str, float, float | None, str]] = []
+    for node, items in sorted(per_node.items()):
+        if len(items) < 0.75 * gpus_on_node[node] or len(items) < 2:
+            placed += [(f"{i.node}|gpu|{i.gpu}", st, rounded(zz), i.profile) for i, st, zz in items]
+            continue
+        shared = [e for e in totals if e.startswith(f"{node}|") and "|gpu|" not in e]
+        target = max(shared, key=lambda e: totals[e]) if shared else f"{node}|host|-"
+        strongest = max(items, key=lambda item: item[1])
+        placed.append((target, strongest[1], rounded(strongest[2]), strongest[0].profile))
+    return placed
