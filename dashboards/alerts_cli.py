@@ -19,13 +19,17 @@ from dashboards.alerts import (
     uninstall,
 )
 from dashboards.flux_params import Duration
+from reflex.config import ConfigError, read_token_file
 
 HTTP_TIMEOUT_MS = 30_000
 
 
 def _client(url: str, token: str | None, token_file: Path | None) -> InfluxDBClient:
     if token_file is not None:
-        token = token_file.read_text().strip()
+        try:
+            token = read_token_file(token_file, "--token-file")  # refuses group/world-readable
+        except ConfigError as error:
+            raise click.UsageError(str(error)) from None
     if not token:
         raise click.UsageError("give --token-file, --token or $REFLEX_INFLUX_TOKEN")
     return InfluxDBClient(url=url, token=token, timeout=HTTP_TIMEOUT_MS)

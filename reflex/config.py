@@ -21,6 +21,7 @@ False
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import socket
 import stat
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -110,6 +112,13 @@ def load_config(path: Path | str | None, env: Mapping[str, str] | None = None) -
             merged.setdefault(section, {})[key] = env[variable]
     influx = section_as(merged.get("influx", {}), InfluxSettings, where=_where(file_path, "influx"))
     influx = dataclasses.replace(influx, token=_token(influx, env, file_path))
+    if not influx.verify_ssl:
+        _log.warning(
+            "%s.verify_ssl = false: TLS certificates of %s are NOT verified; anyone on the "
+            "path can read the token and the data. Prefer ssl_ca_cert = <your CA file>",
+            _where(file_path, "influx"),
+            influx.url or "InfluxDB",
+        )
     identity = section_as(merged.get("identity", {}), Identity, where=_where(file_path, "identity"))
     if not identity.node:
         identity = dataclasses.replace(identity, node=socket.gethostname())

@@ -51,6 +51,7 @@ def _buckets(org: TestOrg) -> set[str]:
 def _cli(org: TestOrg, tmp_path: Path, *args: str) -> str:
     token_file = tmp_path / "token"
     token_file.write_text(org.server.token + "\n")
+    token_file.chmod(0o600)
     connection = ["--url", org.server.url, "--token-file", str(token_file), "--org", org.name]
     result = CliRunner().invoke(main, ["alerts", *args, *connection], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -103,6 +104,7 @@ def test_the_webhook_url_stays_out_of_the_task_text(org: TestOrg) -> None:
 def test_install_into_a_missing_org_fails_cleanly(org: TestOrg, tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(org.server.token)
+    token_file.chmod(0o600)
     args = ["alerts", "uninstall", "--url", org.server.url, "--token-file", str(token_file)]
     result = CliRunner().invoke(main, [*args, "--org", "no-such-org"])
     assert result.exit_code == 1
