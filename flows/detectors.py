@@ -10,10 +10,11 @@ Scores are signed deviations in units of robust spread; ``NaN`` means "still war
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from flows.signals import factorize
 
 MAD_TO_SIGMA = 1.4826
 
@@ -168,23 +169,31 @@ def peer_deviation(
     out = np.full(values.shape, np.nan)
     if not len(values):
         return out
-    names, inverse = np.unique(groups, return_inverse=True)
+    names, inverse = factorize(groups)
     for g in range(len(names)):
         rows = np.flatnonzero(inverse == g)
         if len(rows) < min_peers:
             continue
         block = values[rows]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: signal absent
-            center = np.nanmedian(block, axis=0)
-            mad = MAD_TO_SIGMA * np.nanmedian(np.abs(block - center), axis=0)
-        spread = np.fmax(mad, floors)
+        center = nan_median(block)
+        spread = np.fmax(MAD_TO_SIGMA * nan_median(np.abs(block - center)), floors)
         if pooled_scale is not None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                spread = np.fmax(spread, np.nanmedian(pooled_scale[rows], axis=0))
+            spread = np.fmax(spread, nan_median(pooled_scale[rows]))
         out[rows] = (block - center) / spread
     return out
+
+
+def nan_median(block: np.ndarray) -> np.ndarray:
+    """Column medians ignoring NaN (NaN where a column has no value). ``np.nanmedian`` goes
+    through masked arrays for small inputs, which made it the flow's hottest call."""
+    ordered = np.sort(block, axis=0)  # NaN sorts last
+    count = (~np.isnan(block)).sum(axis=0)
+    low = np.clip((count - 1) // 2, 0, None)
+    high = np.clip(count // 2, 0, None)
+    columns = np.arange(block.shape[1])
+    with np.errstate(invalid="ignore"):
+        median = (ordered[low, columns] + ordered[high, columns]) / 2
+    return np.where(count > 0, median, np.nan)
 
 
 def evidence_strength(

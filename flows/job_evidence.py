@@ -17,7 +17,7 @@ from flows.detectors import evidence_strength, peer_deviation
 from flows.events import Evidence
 from flows.messages import ExplicitEvent, JobWindow, RankInfo
 from flows.shard_step import FLOORS
-from flows.signals import SIGNAL_NAMES, SIGNALS, STEP_SIGNAL
+from flows.signals import SIGNAL_NAMES, SIGNALS, STEP_SIGNAL, factorize
 
 DIRECTION = np.array([SIGNALS[name].direction for name in SIGNAL_NAMES], dtype=np.float64)
 EXPLICIT_EVIDENCE = {"critical": 6.0, "warning": 2.0}
@@ -91,9 +91,9 @@ class EvidenceBook:
         peer = peer_deviation(values, groups, FLOORS, pooled_scale=scales)
         combined = combine_deviations(DIRECTION * temporal, DIRECTION * peer, mode)
         strength = evidence_strength(combined)
-        weight = np.array(
-            [[weights(p).get(s, 0.0) for s in SIGNAL_NAMES] for p in profiles.tolist()]
-        )
+        kinds, which = factorize(profiles)
+        per_profile = np.array([[weights(p).get(s, 0.0) for s in SIGNAL_NAMES] for p in kinds])
+        weight = per_profile[which] if len(kinds) else np.zeros_like(strength)
         amount = strength * weight
         for row in np.flatnonzero(strength.sum(axis=1) > 0):
             self.features[entities[row]] = {

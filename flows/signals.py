@@ -162,7 +162,7 @@ def derive(frames: list[Frame], window_seconds: float, memory: CounterMemory) ->
     for frame in frames:
         if frame.measurement not in _INDEX_TAG or len(frame) == 0:
             continue
-        keys = entity_keys(frame)
+        grouped = factorize(entity_keys(frame))
         if "profile" in frame.tags:
             _remember_profiles(frame, profiles)
         for definition in _DEFS:
@@ -170,7 +170,7 @@ def derive(frames: list[Frame], window_seconds: float, memory: CounterMemory) ->
                 continue
             if not all(name in frame.fields for name in definition.fields[:1]):
                 continue
-            reduced = _reduce(definition, frame, keys, window_seconds, memory)
+            reduced = _reduce(definition, frame, grouped, window_seconds, memory)
             columns.setdefault(definition.name, {}).update(reduced)
     entities = sorted({key for column in columns.values() for key in column})
     index = {key: i for i, key in enumerate(entities)}
@@ -187,31 +187,38 @@ def derive(frames: list[Frame], window_seconds: float, memory: CounterMemory) ->
 
 def _remember_profiles(frame: Frame, out: dict[str, str]) -> None:
     # Profiles are per GPU; NIC and host entities are judged by their node's GPU profile.
-    nodes, first = np.unique(frame.tags["node"], return_index=True)
-    for node, row in zip(nodes.tolist(), first.tolist(), strict=True):
-        out.setdefault(node, str(frame.tags["profile"][row]))
+    for node, profile in zip(
+        frame.tags["node"].tolist(), frame.tags["profile"].tolist(), strict=True
+    ):
+        if node not in out:
+            out[node] = str(profile)
 
 
-def _group(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    unique, inverse = np.unique(keys, return_inverse=True)
-    return unique, inverse
+def factorize(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys (first-seen order) and each row's code. A dict beats ``np.unique`` here:
+    sorting object arrays of strings compares them in Python."""
+    codes: dict[str, int] = {}
+    inverse = np.fromiter(
+        (codes.setdefault(k, len(codes)) for k in keys.tolist()), dtype=np.int64, count=len(keys)
+    )
+    return np.array(list(codes), dtype=object), inverse
 
 
 def _reduce(
     definition: SignalDef,
     frame: Frame,
-    keys: np.ndarray,
+    grouped: tuple[np.ndarray, np.ndarray],
     window_seconds: float,
     memory: CounterMemory,
 ) -> dict[str, float]:
-    unique, inverse = _group(keys)
+    unique, inverse = grouped
     counts = np.bincount(inverse, minlength=len(unique)).astype(np.float64)
     column = frame.fields[definition.fields[0]]
     if definition.reduce == "rate":
         total = np.zeros(len(unique))
         for name in definition.fields:
             if name in frame.fields:
-                total += _counter_increase(frame, keys, name, unique, inverse, memory)
+                total += _counter_increase(frame, name, unique, inverse, memory)
         result = total / window_seconds
     elif definition.reduce == "bits":
         hits = (column.astype(np.int64) & definition.bits) != 0
@@ -247,7 +254,6 @@ def _profile_limits(frame: Frame, attribute: str) -> np.ndarray:
 
 def _counter_increase(
     frame: Frame,
-    keys: np.ndarray,
     name: str,
     unique: np.ndarray,
     inverse: np.ndarray,

@@ -126,11 +126,7 @@ def validate_frame(
                 )
             bad |= broken
     for name, column in frame.tags.items():
-        empty = (
-            np.array([not isinstance(v, str) or not v or "\n" in v for v in column], dtype=bool)
-            if column.dtype == object
-            else np.zeros(len(frame), bool)
-        )
+        empty = _bad_tag_rows(column)
         for row in np.flatnonzero(empty & ~bad):
             reasons[int(row)] = str(PointError("missing or empty tag", frame.measurement, name))
         bad |= empty
@@ -141,6 +137,22 @@ def validate_frame(
     return frame.take(~bad), [
         (p, reasons[int(r)]) for p, r in zip(rejected_points, np.flatnonzero(bad), strict=True)
     ]
+
+
+def _bad_tag_rows(column: np.ndarray) -> np.ndarray:
+    """Rows whose tag value is missing, empty or holds a line break. Tags repeat a lot, so the
+    distinct values are checked (a set is built at C speed) and rows looked up only if needed."""
+    if column.dtype != object:
+        return np.zeros(len(column), bool)
+    values = column.tolist()
+    try:
+        distinct = set(values)
+    except TypeError:  # an unhashable value is broken by definition; check row by row
+        return np.array([not isinstance(v, str) or not v or "\n" in v for v in values], bool)
+    broken = {v for v in distinct if not isinstance(v, str) or not v or "\n" in v}
+    if not broken:
+        return np.zeros(len(column), bool)
+    return np.fromiter((v in broken for v in values), dtype=bool, count=len(values))
 
 
 def _column_problem(frame: Frame, schema: Schema) -> str:
