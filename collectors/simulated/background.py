@@ -113,12 +113,13 @@ def quirk_episodes(
     quirks, episodes = [], []
     for node in rng.choice(nodes, min(scenario.quirks.hot_nodes, nodes), replace=False):
         gpus = np.arange(node * gpus_per_node, (node + 1) * gpus_per_node)
-        episodes.append(Episode("gpu", gpus, 0, duration, "temp", float(rng.uniform(3, 5))))
+        offset = float(rng.uniform(3, 5)) * scenario.quirks.strength
+        episodes.append(Episode("gpu", gpus, 0, duration, "temp", offset))
         quirks.append(Quirk("hot_node", cluster.nodes[node].name, ""))
     count = min(scenario.quirks.slow_clock_gpus, cluster.gpu_count)
     for gpu in rng.choice(cluster.gpu_count, count, replace=False):
         # A binned-low part: 2-3 % less clock, and its rank a little slower, for ever.
-        clock = float(rng.uniform(0.97, 0.98))
+        clock = 1 - (1 - float(rng.uniform(0.97, 0.98))) * scenario.quirks.strength
         episodes.append(Episode("gpu", np.array([gpu]), 0, duration, "clock", clock))
         episodes.append(Episode("gpu", np.array([gpu]), 0, duration, "compute", 1 / clock))
         node = cluster.nodes[gpu // gpus_per_node].name
@@ -126,7 +127,8 @@ def quirk_episodes(
     for port in rng.choice(
         cluster.gpu_count, min(scenario.quirks.noisy_ports, nodes), replace=False
     ):
-        episodes.append(Episode("port", np.array([port]), 0, duration, "symbol_error", 0.05))
+        rate = 0.05 * scenario.quirks.strength
+        episodes.append(Episode("port", np.array([port]), 0, duration, "symbol_error", rate))
         node = cluster.nodes[port // gpus_per_node]
         quirks.append(Quirk("noisy_port", node.name, f"{node.hcas[port % gpus_per_node]}/1"))
     return episodes, quirks

@@ -45,6 +45,9 @@ class Quirks:
     hot_nodes: int = 1
     slow_clock_gpus: int = 1
     noisy_ports: int = 1
+    # Scales every quirk's offset: real fleets have parts that run far off their peers for
+    # years without being faulty, which is what an entity's own baseline is for.
+    strength: float = 1.0
 
 
 @dataclass(frozen=True)
