@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 
 from collectors.agent import Agent
+from collectors.base import Collector
 from collectors.gpu import GpuCollector
 from collectors.host import HostCollector
 from collectors.kmsg import KmsgCollector
@@ -70,7 +71,7 @@ def main() -> None:
     kmsg = root / "kmsg"
     kmsg.touch()
     produced = [0]
-    collectors = [
+    collectors: list[Collector] = [
         HostCollector("c1", "n1", proc_root=FIXTURES / "host" / "proc"),
         NicCollector("c1", "n1", sys_root=_eight_port_sys(root)),
         KmsgCollector("c1", "n1", path=kmsg, proc_root=FIXTURES / "kmsg" / "proc"),
