@@ -233,7 +233,14 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         for window in range(start // src.window_ns, stop // src.window_ns):
             self._emitted[window] = counts.get(window, (0, 0))
         batches = [
-            WindowBatch(self._shard, w, w * src.window_ns, (w + 1) * src.window_ns, frames)
+            WindowBatch(
+                self._shard,
+                w,
+                w * src.window_ns,
+                (w + 1) * src.window_ns,
+                frames,
+                n_shards=src.n_shards,
+            )
             for w, frames in sorted(by_window.items())
         ]
         if self._late:
@@ -241,7 +248,13 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
                 last = stop // src.window_ns - 1
                 batches = [
                     WindowBatch(
-                        self._shard, last, last * src.window_ns, stop, [], errors=self._late
+                        self._shard,
+                        last,
+                        last * src.window_ns,
+                        stop,
+                        [],
+                        errors=self._late,
+                        n_shards=src.n_shards,
                     )
                 ]
             else:

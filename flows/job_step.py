@@ -16,7 +16,7 @@ from flows.detectors import CompoundScore
 from flows.events import LocalizationEvent, Suspect
 from flows.explain import describe, stage_pattern
 from flows.job_evidence import EvidenceBook
-from flows.messages import ExplicitEvent, JobWindow, RankInfo
+from flows.messages import ErrorRecord, ExplicitEvent, JobWindow, RankInfo, shard_of
 from flows.signals import SIGNAL_NAMES
 from flows.thresholds import threshold_events
 from flows.triggers import HangDetector, StepRegression
@@ -47,7 +47,9 @@ class JobConfig:
     hang_timeout_s: float = 60.0
     min_suspect_score: float = 3.0
     score_export_min: float = 0.05
-    max_pending_windows: int = 6  # process a window anyway once this many are waiting
+    # Live sources: a shard silent this many windows (dead, or its nodes gone) no longer holds
+    # the job back. 0 waits for every shard: replays, whose partitions race each other.
+    max_pending_windows: int = 0
     weights: dict[str, dict[str, float]] = field(default_factory=default_weights)
     # Receives (job, window end, entity -> signal -> unweighted evidence): `reflex fit` uses it.
     recorder: Callable[[str, int, dict[str, dict[str, float]]], None] | None = None
@@ -59,7 +61,7 @@ class JobState:
     config: JobConfig
     pending: dict[int, dict[str, JobWindow]] = field(default_factory=dict)
     members: dict[int, RankInfo] = field(default_factory=dict)
-    shards: set[str] = field(default_factory=set)
+    n_shards: int = 1
     world_size: int = 0
     compound: CompoundScore = field(default_factory=CompoundScore)
     regression: StepRegression = field(default_factory=StepRegression)
@@ -86,10 +88,20 @@ class JobState:
     def on_window(self, part: JobWindow) -> list[tuple[str, object]]:
         self.job = self.job or part.job  # Bytewax builds state without the key
         if part.window <= self.last_done:
-            return []  # a replayed window after recovery: already processed
+            # The window was processed without this shard (it stayed silent too long):
+            # counted and reported, never merged into a closed window.
+            return [
+                (
+                    "error",
+                    ErrorRecord(
+                        "job_step",
+                        "shard window arrived after its window was processed",
+                        f"{part.job} window {part.window} {part.shard}",
+                    ),
+                )
+            ]
         self.pending.setdefault(part.window, {})[part.shard] = part
-        if part.members:
-            self.shards.add(part.shard)
+        self.n_shards = part.n_shards
         for info in part.members:
             self.members[info.rank] = info
         self.world_size = max(self.world_size, part.world_size)
@@ -97,7 +109,8 @@ class JobState:
         while self.pending:
             window = min(self.pending)
             ready = self._complete(self.pending[window])
-            if not ready and len(self.pending) < self.config.max_pending_windows:
+            limit = self.config.max_pending_windows
+            if not ready and (limit <= 0 or len(self.pending) < limit):
                 break
             out.extend(self._process(window, list(self.pending.pop(window).values())))
         return out
@@ -109,8 +122,13 @@ class JobState:
         return out
 
     def _complete(self, parts: dict[str, JobWindow]) -> bool:
-        members_known = self.world_size > 0 and len(self.members) >= self.world_size
-        return members_known and self.shards <= set(parts)
+        """Every rank is known, and every shard that runs one has sent this window. The
+        expected shards come from membership, not from arrivals, so that one process or many
+        process the same windows with the same data."""
+        if self.world_size <= 0 or len(self.members) < self.world_size:
+            return False
+        expected = {f"shard-{shard_of(info.node, self.n_shards)}" for info in self.members.values()}
+        return expected <= set(parts)
 
     # ---- one window -------------------------------------------------------------------------
 

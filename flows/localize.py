@@ -172,6 +172,10 @@ def flow_from_env() -> Dataflow:
     window = float(os.environ.get("REFLEX_WINDOW_SECONDS", "10"))
     cluster = os.environ.get("REFLEX_CLUSTER", "sim")
     config = JobConfig(window_seconds=window, cluster=cluster)
+    if os.environ.get("REFLEX_SOURCE") == "influx":
+        # Live partitions poll the same windows in step; one that falls this far behind is
+        # down, and the job goes on without it (its late windows go to the error stream).
+        config.max_pending_windows = int(os.environ.get("REFLEX_MAX_PENDING_WINDOWS", "12"))
     if os.environ.get("REFLEX_WEIGHTS"):  # weights refit by `reflex fit`
         from flows.fit import load_weights
 

@@ -36,6 +36,7 @@ class WindowBatch:
     end_ns: int
     frames: list[Frame]
     errors: list[ErrorRecord] = field(default_factory=list)
+    n_shards: int = 1  # so the job step knows which shards must report for its nodes
 
 
 @dataclass(frozen=True)
@@ -106,3 +107,4 @@ class JobWindow:
     alive_nodes: list[str]
     world_size: int
     active: bool = True
+    n_shards: int = 1

@@ -107,6 +107,7 @@ class ShardState:
                     JobWindow(
                         job=job,
                         shard=batch.shard,
+                        n_shards=batch.n_shards,
                         window=batch.window,
                         end_ns=batch.end_ns,
                         entities=signals.entities[mine] if nodes else signals.entities[:0],

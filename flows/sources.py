@@ -63,7 +63,12 @@ class _WindowPartition(StatefulSourcePartition[WindowBatch, int]):
             self._cursor = window
             mine = select_shard(frames, self._index, self._n, self._cache)
             batch = WindowBatch(
-                self._shard, window, window * self._window_ns, (window + 1) * self._window_ns, mine
+                self._shard,
+                window,
+                window * self._window_ns,
+                (window + 1) * self._window_ns,
+                mine,
+                n_shards=self._n,
             )
             # Source-level rejects travel with shard 0 only, so each is counted once.
             batch.errors = errors if self._index == 0 else []
