@@ -16,6 +16,7 @@ from flows.detectors import CompoundScore
 from flows.events import LocalizationEvent, Suspect
 from flows.explain import describe, stage_pattern
 from flows.job_evidence import EvidenceBook
+from flows.liveness import LivenessTracker
 from flows.messages import ErrorRecord, ExplicitEvent, JobWindow, RankInfo, shard_of
 from flows.signals import SIGNAL_NAMES
 from flows.thresholds import threshold_events
@@ -76,6 +77,7 @@ class JobState:
     fresh: set[str] = field(default_factory=set)  # entities with recent evidence
     stage_compute: dict[int, float] = field(default_factory=dict)
     stage_now: dict[int, float] = field(default_factory=dict)
+    liveness: LivenessTracker = field(default_factory=LivenessTracker)
     alerted: dict[str, int] = field(default_factory=dict)  # threshold mode: entity -> last alert
     last_done: int = -1
     finished: bool = False
@@ -145,7 +147,11 @@ class JobState:
         temporal = np.vstack([p.temporal_z for p in parts]) if len(entities) else values
         scales = np.vstack([p.scales for p in parts]) if len(entities) else values
         profiles = np.concatenate([p.profiles for p in parts])
-        events = sorted((e for p in parts for e in p.events), key=lambda e: (e.time_ns, e.node))
+        # A member node that went silent is an explicit event of its own (node_missing).
+        missing = self.liveness.observe_windows(parts)
+        events = sorted(
+            [*(e for p in parts for e in p.events), *missing], key=lambda e: (e.time_ns, e.node)
+        )
         if self.config.mode == "threshold":
             return threshold_events(
                 self.job,
@@ -193,6 +199,7 @@ class JobState:
             out.append(("event", event))
         if parts and not any(p.active for p in parts):
             self.finished = True
+            self.liveness.forget_job(self.job)
         return out
 
     def _weights(self, profile: str) -> dict[str, float]:

@@ -26,7 +26,7 @@ because nodes that are no longer members are forgotten.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from flows.messages import ExplicitEvent, JobWindow
 
@@ -46,6 +46,7 @@ class LivenessTracker:
 
     missing_after_windows: int = 3
     _jobs: dict[str, dict[str, _NodeState]] = field(default_factory=dict)
+    _gaps: dict[str, int] = field(default_factory=dict)  # job -> windows of mass silence
 
     def observe(
         self,
@@ -60,7 +61,22 @@ class LivenessTracker:
         nodes = self._jobs.setdefault(job, {})
         for gone in set(nodes) - member_set:
             del nodes[gone]  # left the job: not missing, and no state kept for it
-        events = []
+        events: list[ExplicitEvent] = []
+        silent = sorted(member_set - alive_set)
+        if member_set and len(silent) > len(member_set) / 2:
+            # Most of the job silent at once is one incident (a collection or ingestion gap,
+            # a rack, or the one node still reporting has its clock far off), not many: one
+            # event for the job instead of a storm of one per node.
+            gap = self._gaps.setdefault(job, 0) + 1
+            self._gaps[job] = gap
+            if gap == self.missing_after_windows:
+                meaning = (
+                    f"{len(silent)} of {len(member_set)} nodes of the job sent no "
+                    f"telemetry for {gap} windows (collection gap, rack, or clock skew)"
+                )
+                events.append(replace(self._event(job, silent[0], end_ns, gap), meaning=meaning))
+            return events
+        self._gaps.pop(job, None)
         for node in sorted(member_set):
             state = nodes.setdefault(node, _NodeState())
             if node in alive_set:
@@ -86,6 +102,7 @@ class LivenessTracker:
     def forget_job(self, job: str) -> None:
         """The job ended: drop its state."""
         self._jobs.pop(job, None)
+        self._gaps.pop(job, None)
 
     @staticmethod
     def _event(job: str, node: str, end_ns: int, windows: int) -> ExplicitEvent:
