@@ -242,8 +242,11 @@ def decode(line: str, schema: Schema | None = None) -> Point:
             sections += _split_escaped(head_and_rest[1], " ", quotes=True)
     if len(sections) not in (2, 3):
         raise PointError(f"expected 'measurement,tags fields [time]', got {len(sections)} sections")
-    head = (sections[0].split(",", 1) if "\\" not in sections[0]
-            else _split_escaped(sections[0], ",", limit=1))
+    head = (
+        sections[0].split(",", 1)
+        if "\\" not in sections[0]
+        else _split_escaped(sections[0], ",", limit=1)
+    )
     measurement = _unescape_key(head[0])
     try:
         tags = _parse_pairs(head[1], values=False) if len(head) > 1 else {}
