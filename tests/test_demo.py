@@ -12,8 +12,7 @@ from reflex.cli import main
 
 def test_demo_localizes_the_injected_faults_and_writes_reports(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    result = CliRunner().invoke(main, ["demo", "--no-live", "--out", str(out)],
-                                terminal_width=200)
+    result = CliRunner().invoke(main, ["demo", "--no-live", "--out", str(out)], terminal_width=200)
     assert result.exit_code == 0, result.output
     assert result.output.count("correct") == 4, result.output
     assert "wrong" not in result.output and "extra event" not in result.output

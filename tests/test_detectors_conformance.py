@@ -53,12 +53,17 @@ def _regression_score(det, x):
 
 
 HARNESSES = [
-    Harness("longitudinal", lambda: LongitudinalBaseline(2, FLOORS, warmup=5), _baseline_learn,
-            _baseline_score),
+    Harness(
+        "longitudinal",
+        lambda: LongitudinalBaseline(2, FLOORS, warmup=5),
+        _baseline_learn,
+        _baseline_score,
+    ),
     Harness("peer", lambda: None, lambda det, x: None, _peer_score),
     Harness("compound", lambda: CompoundScore(decay=0.8), lambda det, x: None, _compound_score),
-    Harness("step_regression", lambda: StepRegression(warmup=5), _regression_learn,
-            _regression_score),
+    Harness(
+        "step_regression", lambda: StepRegression(warmup=5), _regression_learn, _regression_score
+    ),
 ]
 
 
@@ -117,8 +122,9 @@ def test_deterministic_under_a_seed(h: Harness) -> None:
     np.testing.assert_array_equal(run(), run())
 
 
-@pytest.mark.parametrize("h", [h for h in HARNESSES if h.name != "step_regression"],
-                         ids=lambda h: h.name)
+@pytest.mark.parametrize(
+    "h", [h for h in HARNESSES if h.name != "step_regression"], ids=lambda h: h.name
+)
 def test_beats_chance_on_injected_faults(h: Harness) -> None:
     """An entity shifted by 6 spreads must outscore the healthy ones (AUC near 1)."""
     rng = np.random.default_rng(5)
@@ -165,8 +171,10 @@ def test_anomalies_are_kept_out_of_the_baseline() -> None:
 def test_merge_matches_learning_everything_in_one() -> None:
     rng = np.random.default_rng(8)
     # No clipping or protection here: this checks the statistics, not the robustness.
-    a, b, both = (LongitudinalBaseline(2, FLOORS, warmup=1, horizon=10**9, clip=1e9,
-                                       protect=1e9) for _ in range(3))
+    a, b, both = (
+        LongitudinalBaseline(2, FLOORS, warmup=1, horizon=10**9, clip=1e9, protect=1e9)
+        for _ in range(3)
+    )
     for i in range(40):
         x = _normal(rng)
         (a if i < 20 else b).learn_many(ENTITIES, x)

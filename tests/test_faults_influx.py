@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 from conftest import ALL_TIME, bucket_point_count, query_rows
+from fault_proxy import FaultProxy
 
 from reflex.influxdb_server import InfluxServer
 from reflex.writer import Writer
 from schemas.codec import Point
-from tests.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.influx, pytest.mark.slow]
 START_NS = 1_700_000_000_000_000_000

@@ -57,8 +57,9 @@ def test_flow_uses_refit_weights(training: TrainingSet, tmp_path: Path) -> None:
 def test_operator_verdicts_move_the_weights() -> None:
     def event(event_id: str, signal: str) -> LocalizationEvent:
         suspect = Suspect("n1", "gpu", "0", 5.0, [Evidence(signal, 6.0, 6.0, 1.0, 0)])
-        return LocalizationEvent(event_id, 0, "c", "j", "regression", "warning", 0.9,
-                                 [suspect], "a", "s")
+        return LocalizationEvent(
+            event_id, 0, "c", "j", "regression", "warning", 0.9, [suspect], "a", "s"
+        )
 
     events = [event(f"c{i}", "pcie_replay_rate") for i in range(20)]
     events += [event(f"r{i}", "temperature_high") for i in range(20)]

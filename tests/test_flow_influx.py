@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import bucket_point_count, query_count
 from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 
@@ -23,7 +24,6 @@ from flows.runner import run_in_process
 from flows.sources import SimulatorSource
 from reflex.influxdb_server import InfluxServer
 from schemas.codec import Point
-from tests.conftest import bucket_point_count, query_count
 
 pytestmark = pytest.mark.influx
 SCENARIO, SEED, SECONDS = "fault_xid79", 7, 360  # the XID 79 hits at 300 s

@@ -25,16 +25,21 @@ def _batches(scenario: str, seed: int = 7) -> list[WindowBatch]:
     batches = []
     for frames in sim.chunks(seconds=10):
         for window, window_frames, _ in _split_windows(frames, WINDOW_NS):
-            batches.append(WindowBatch("shard-0", window, window * WINDOW_NS,
-                                       (window + 1) * WINDOW_NS, window_frames))
+            batches.append(
+                WindowBatch(
+                    "shard-0", window, window * WINDOW_NS, (window + 1) * WINDOW_NS, window_frames
+                )
+            )
     return batches
 
 
 def _run_testing(batches: list) -> tuple[list[LocalizationEvent], list]:
     events: list = []
     errors: list = []
-    flow = build_flow(TestingSource(batches),
-                      FlowSinks(SinkSpec(TestingSink(events)), None, SinkSpec(TestingSink(errors))))
+    flow = build_flow(
+        TestingSource(batches),
+        FlowSinks(SinkSpec(TestingSink(events)), None, SinkSpec(TestingSink(errors))),
+    )
     run_main(flow)
     return [e for _, e in events], [e for _, e in errors]
 
@@ -50,12 +55,20 @@ def test_testing_source_to_sink_localizes_the_root_not_the_cascade(xid79_batches
     assert errors == []
     [event] = [e for e in events if e.job == truth.job]
     root = event.suspects[0]
-    assert (root.node, root.component, root.index, root.role) == (truth.node, "gpu",
-                                                                   truth.index, "root")
+    assert (root.node, root.component, root.index, root.role) == (
+        truth.node,
+        "gpu",
+        truth.index,
+        "root",
+    )
     assert event.trigger == "explicit" and event.severity == "critical"
     # The cascade is louder (NCCL timeouts from many ranks) but comes later; none is blamed.
-    cascade = [b for b in xid79_batches for f in b.frames if f.measurement == "event"
-               and "nccl_timeout" in f.tags["kind"].tolist()]
+    cascade = [
+        b
+        for b in xid79_batches
+        for f in b.frames
+        if f.measurement == "event" and "nccl_timeout" in f.tags["kind"].tolist()
+    ]
     assert cascade, "the scenario must carry a cascade for this test to mean anything"
 
 
@@ -65,18 +78,27 @@ def test_cascade_first_in_time_wins_over_loudest(xid79_batches) -> None:
     truth = Simulation(load_scenario("fault_xid79"), seed=7).truth[0]
     batches = list(xid79_batches)
     target = next(i for i, b in enumerate(batches) if b.end_ns > truth.onset_ns)
-    noisy = Frame("event", np.array([truth.onset_ns + 10**6 * (k + 1) for k in range(20)]),
-                  {"cluster": np.array(["sim"] * 20, dtype=object),
-                   "node": np.array(["node-0001"] * 20, dtype=object),
-                   "source": np.array(["training"] * 20, dtype=object),
-                   "kind": np.array(["nccl_timeout"] * 20, dtype=object)},
-                  {"job": np.array([truth.job] * 20, dtype=object),
-                   "rank": np.arange(20, dtype=np.int64),
-                   "message": np.array(["Watchdog caught collective operation timeout"] * 20,
-                                       dtype=object)})
+    noisy = Frame(
+        "event",
+        np.array([truth.onset_ns + 10**6 * (k + 1) for k in range(20)]),
+        {
+            "cluster": np.array(["sim"] * 20, dtype=object),
+            "node": np.array(["node-0001"] * 20, dtype=object),
+            "source": np.array(["training"] * 20, dtype=object),
+            "kind": np.array(["nccl_timeout"] * 20, dtype=object),
+        },
+        {
+            "job": np.array([truth.job] * 20, dtype=object),
+            "rank": np.arange(20, dtype=np.int64),
+            "message": np.array(
+                ["Watchdog caught collective operation timeout"] * 20, dtype=object
+            ),
+        },
+    )
     batch = batches[target]
-    batches[target] = WindowBatch(batch.shard, batch.window, batch.start_ns, batch.end_ns,
-                                  [*batch.frames, noisy])
+    batches[target] = WindowBatch(
+        batch.shard, batch.window, batch.start_ns, batch.end_ns, [*batch.frames, noisy]
+    )
     events, _ = _run_testing(batches)
     [event] = [e for e in events if e.job == truth.job]
     assert event.suspects[0].node == truth.node
@@ -85,13 +107,18 @@ def test_cascade_first_in_time_wins_over_loudest(xid79_batches) -> None:
 
 def test_bad_records_go_to_the_error_stream_counted(xid79_batches) -> None:
     batches = list(xid79_batches[:40])
-    bad = Frame("host", np.array([batches[3].start_ns + 1], dtype=np.int64),
-                {"cluster": np.array(["sim"], dtype=object),
-                 "node": np.array(["node-0001"], dtype=object)},
-                {"load1": np.array([np.nan])})
-    undeclared = Frame("gpu_magic", np.array([batches[3].start_ns + 2], dtype=np.int64),
-                       {"node": np.array(["node-0001"], dtype=object)},
-                       {"x": np.array([1.0])})
+    bad = Frame(
+        "host",
+        np.array([batches[3].start_ns + 1], dtype=np.int64),
+        {"cluster": np.array(["sim"], dtype=object), "node": np.array(["node-0001"], dtype=object)},
+        {"load1": np.array([np.nan])},
+    )
+    undeclared = Frame(
+        "gpu_magic",
+        np.array([batches[3].start_ns + 2], dtype=np.int64),
+        {"node": np.array(["node-0001"], dtype=object)},
+        {"x": np.array([1.0])},
+    )
     b = batches[3]
     batches[3] = WindowBatch(b.shard, b.window, b.start_ns, b.end_ns, [*b.frames, bad, undeclared])
     _, errors = _run_testing(batches)
@@ -137,10 +164,12 @@ def test_replay_of_line_protocol_gives_the_same_events(tmp_path: Path) -> None:
 
 def test_replay_counts_malformed_lines(tmp_path: Path) -> None:
     capture = tmp_path / "bad.lp"
-    capture.write_text("host,cluster=c,node=n load1=0.5 1000000000\n"
-                       "this is not line protocol\n"
-                       "host,cluster=c,node=n load1=NaN 2000000000\n"
-                       "gpu_magic,node=n x=1 3000000000\n")
+    capture.write_text(
+        "host,cluster=c,node=n load1=0.5 1000000000\n"
+        "this is not line protocol\n"
+        "host,cluster=c,node=n load1=NaN 2000000000\n"
+        "gpu_magic,node=n x=1 3000000000\n"
+    )
     result = run_in_process(LineProtocolSource(capture, 1, 10.0))
     assert len(result.errors) == 3
     assert all(e.where == "source" and "line " in e.detail for e in result.errors)

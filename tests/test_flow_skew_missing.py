@@ -77,6 +77,7 @@ def test_gpu_lost_mid_run_names_that_gpu_and_the_others_keep_being_scored() -> N
     truth = sim.truth[0]
     result = run_in_process(MemorySource(_windows(frames)))
     [event] = [e for e in result.events if e.job == truth.job]
-    assert (event.top.node, event.top.index) == (truth.node, truth.index)
-    assert any(e.signal.startswith("gpu_lost") for e in event.top.evidence)
+    top = event.top
+    assert top is not None and (top.node, top.index) == (truth.node, truth.index)
+    assert any(e.signal.startswith("gpu_lost") for e in top.evidence)
     assert result.point_counts["reflex_score"] > 0 and not result.errors

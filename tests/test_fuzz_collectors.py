@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from fuzz_support import FUZZ, SEEDS, Tally, fuzz_input
 from hypothesis import given
 
 from collectors.agent import Agent
@@ -33,7 +34,6 @@ from collectors.host import (
 from collectors.kmsg import KmsgCollector, classify, parse_record
 from collectors.nic import NicCollector, parse_enum, parse_rate
 from schemas.codec import Point, validate
-from tests.fuzz_support import FUZZ, SEEDS, Tally, fuzz_input
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HOST_FILES = ["stat", "meminfo", "loadavg", "diskstats", "pressure/cpu", "pressure/io"]

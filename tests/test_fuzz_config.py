@@ -15,12 +15,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from fuzz_support import FUZZ, SEEDS, Tally, fuzz_input
 from hypothesis import given
 
 from collectors.settings import CollectSettings
 from collectors.simulated.scenario import LIBRARY, ScenarioError, parse_scenario
 from reflex.config import ConfigError, load_config
-from tests.fuzz_support import FUZZ, SEEDS, Tally, fuzz_input
 
 SECTIONS = {
     "influx": [

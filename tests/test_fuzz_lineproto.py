@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import random
 
+from fuzz_support import FUZZ, SEEDS, Tally, fuzz_input
 from hypothesis import given
 
 from reflex.sample_points import sample_points
 from schemas.codec import DecodeReport, PointError, decode, decode_lines, encode
-from tests.fuzz_support import FUZZ, SEEDS, Tally, fuzz_input
 
 VALID_LINES = [encode(point) for point in sample_points(per_measurement=2)]
 _single = Tally("line protocol decode")
