@@ -79,7 +79,26 @@ class _WindowPartition(StatefulSourcePartition[WindowBatch, int]):
         return self._cursor
 
 
-class MemorySource(FixedPartitionedSource[WindowBatch, int]):
+class WindowedSource(FixedPartitionedSource[WindowBatch, int]):
+    """A source whose partitions are node shards cut from one stream of windows; subclasses
+    say where the windows come from (``_windows``)."""
+
+    n_shards: int
+    window_ns: int
+
+    def list_parts(self) -> list[str]:
+        return shard_names(self.n_shards)
+
+    def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> _WindowPartition:
+        return _WindowPartition(
+            self._windows(), for_part, self.n_shards, self.window_ns, resume_state
+        )
+
+    def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        raise NotImplementedError
+
+
+class MemorySource(WindowedSource):
     """Windows already generated in this process (the demo keeps its frames for reports)."""
 
     def __init__(
@@ -91,14 +110,9 @@ class MemorySource(FixedPartitionedSource[WindowBatch, int]):
         self.windows, self.n_shards = windows, n_shards
         self.window_ns = int(window_seconds * 1e9)
 
-    def list_parts(self) -> list[str]:
-        return shard_names(self.n_shards)
-
-    def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> _WindowPartition:
-        windows: Iterator[tuple[int, list[Frame], list[ErrorRecord]]] = (
-            (window, frames, []) for window, frames in self.windows
-        )
-        return _WindowPartition(windows, for_part, self.n_shards, self.window_ns, resume_state)
+    def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        for window, frames in self.windows:
+            yield window, frames, []
 
 
 def simulated_windows(
@@ -111,7 +125,7 @@ def simulated_windows(
             yield window, window_frames
 
 
-class SimulatorSource(FixedPartitionedSource[WindowBatch, int]):
+class SimulatorSource(WindowedSource):
     """The in-process simulator, one full (deterministic) simulation per partition."""
 
     def __init__(
@@ -124,14 +138,6 @@ class SimulatorSource(FixedPartitionedSource[WindowBatch, int]):
     ) -> None:
         self.scenario, self.seed, self.n_shards = scenario, seed, n_shards
         self.window_ns, self.scale = int(window_seconds * 1e9), scale
-
-    def list_parts(self) -> list[str]:
-        return shard_names(self.n_shards)
-
-    def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> _WindowPartition:
-        return _WindowPartition(
-            self._windows(), for_part, self.n_shards, self.window_ns, resume_state
-        )
 
     def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
         from collectors.simulated import Simulation, load_scenario, scale_scenario
@@ -159,7 +165,7 @@ def _split_windows(
         yield window, by_window[window], []
 
 
-class LineProtocolSource(FixedPartitionedSource[WindowBatch, int]):
+class LineProtocolSource(WindowedSource):
     """Replays a line-protocol file (an incident capture, or `reflex simulate --out`).
 
     Lines may be out of order within ``disorder_windows``; a line later than that is counted
@@ -171,14 +177,6 @@ class LineProtocolSource(FixedPartitionedSource[WindowBatch, int]):
     ) -> None:
         self.path, self.n_shards = Path(path), n_shards
         self.window_ns, self.disorder = int(window_seconds * 1e9), disorder_windows
-
-    def list_parts(self) -> list[str]:
-        return shard_names(self.n_shards)
-
-    def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> _WindowPartition:
-        return _WindowPartition(
-            self._windows(), for_part, self.n_shards, self.window_ns, resume_state
-        )
 
     def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
         pending: dict[int, list[Point]] = {}
