@@ -3,8 +3,8 @@
 The same flow runs whatever feeds it (simulator, line-protocol replay, InfluxDB) and wherever
 it runs (in-process, ``-w``/``-p`` on one host, a Bytewax cluster across hosts).
 
-Run it under ``python -m bytewax.run flows.localize:flow`` with the environment of
-:func:`flow_from_env`, or through ``reflex localize`` / ``reflex flow``.
+Run it under ``python -m bytewax.run "flows.localize:flow_from_env()"`` with the environment
+of :mod:`flows.wiring`, or through ``reflex localize`` / ``reflex flow``.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def _shaped(shape: Callable[[Any], Any]) -> Callable[[Routed], Routed]:
 
 
 def flow_from_env() -> Dataflow:
-    """For ``python -m bytewax.run flows.localize:flow``; configured by REFLEX_* variables."""
+    """For ``python -m bytewax.run "flows.localize:flow_from_env()"``; see flows/wiring.py."""
     from flows.wiring import sinks_from_env, source_from_env
 
     window = float(os.environ.get("REFLEX_WINDOW_SECONDS", "10"))

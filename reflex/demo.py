@@ -20,7 +20,7 @@ from rich.table import Table
 from flows.evaluate import LabelMatch, match_labels
 from flows.events import LocalizationEvent
 from flows.runner import RunResult, run_in_process
-from flows.sinks import event_json
+from flows.sinks import error_json, event_json
 from flows.sources import MemorySource, simulated_windows
 from reflex.demo_view import DemoView
 from schemas.frame import Frame
@@ -133,7 +133,7 @@ def _token(token_file: Path | None) -> str:
 
 def _write_events(result: RunResult, out_dir: Path) -> None:
     (out_dir / "events.jsonl").write_text("".join(event_json(e) + "\n" for e in result.events))
-    (out_dir / "errors.jsonl").write_text("".join(f"{e}\n" for e in result.errors))
+    (out_dir / "errors.jsonl").write_text("".join(error_json(e) + "\n" for e in result.errors))
 
 
 def _write_reports(
