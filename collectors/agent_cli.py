@@ -23,6 +23,7 @@ import click
 
 from collectors.agent import Agent
 from collectors.base import Collector
+from collectors.journal import Journal
 from collectors.settings import COLLECTOR_MODULES, CollectSettings
 from collectors.sinks import StdoutSink, WriterSink
 from reflex.config import Config, ConfigError, Identity, load_config
@@ -61,7 +62,8 @@ def _writer_sink(config: Config, settings: CollectSettings) -> WriterSink:
         verify_ssl=influx.verify_ssl,
         ssl_ca_cert=influx.ssl_ca_cert or None,
     )
-    return WriterSink(writer, flush_interval_s=settings.flush_interval_s)
+    journal = Journal(Path(settings.spool_dir) / "journal")
+    return WriterSink(writer, flush_interval_s=settings.flush_interval_s, journal=journal)
 
 
 @click.command(name="collect")

@@ -20,11 +20,25 @@ import logging
 import sys
 import threading
 from collections import deque
+from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from schemas.codec import Point, encode_many
+from collectors.journal import Journal
+from schemas.codec import Point, PointError, encode, encode_many
 
 log = logging.getLogger(__name__)
+
+
+def _lines(points: list[Point]) -> list[str]:
+    """Line protocol for the journal; a point that breaks the schema is left to the writer,
+    which counts it, rather than raised into the collection loop."""
+    lines = []
+    for point in points:
+        try:
+            lines.append(encode(point))
+        except PointError:
+            continue
+    return lines
 
 
 class PointWriter(Protocol):
@@ -58,6 +72,7 @@ class WriterSink:
         flush_interval_s: float = 5.0,
         max_queued_points: int = 100_000,
         flush_wait_s: float = 5.0,
+        journal: Journal | None = None,
     ) -> None:
         self.writer = writer
         self.flush_interval_s = flush_interval_s
@@ -66,6 +81,15 @@ class WriterSink:
         self.dropped = 0
         self._queue: deque[list[Point]] = deque()
         self._queued_points = 0
+        self._journal = journal
+        self._unreleased: list[Path] = []
+        if journal is not None:
+            # What a killed agent had collected but not handed over: replayed first.
+            leftovers = journal.leftover_lines()
+            self._unreleased = journal.cut()
+            if leftovers:
+                log.info("replaying %d points journaled before a restart", len(leftovers))
+                writer.write(leftovers)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -77,6 +101,8 @@ class WriterSink:
             if self._queued_points + len(points) > self.max_queued_points:
                 self.dropped += len(points)
                 return
+            if self._journal is not None:
+                self._journal.append(_lines(points))
             self._queue.append(points)
             self._queued_points += len(points)
             if any(point.measurement == "event" for point in points):
@@ -88,15 +114,23 @@ class WriterSink:
         self._thread.join(timeout=self.flush_wait_s + 30)
         self._drain()
         self.writer.close(self.flush_wait_s)
+        self._settled()
 
     def _drain(self) -> None:
-        while True:
-            with self._lock:
-                if not self._queue:
-                    return
-                points = self._queue.popleft()
-                self._queued_points -= len(points)
+        with self._lock:
+            # The journal is cut with the queue taken, so the cut segments hold exactly
+            # what this drain hands to the writer (and what earlier ones did).
+            taken, self._queue, self._queued_points = self._queue, deque(), 0
+            if self._journal is not None:
+                self._unreleased = self._journal.cut()
+        for points in taken:
             self.writer.write(points)
+
+    def _settled(self) -> None:
+        """The writer delivered or spooled everything handed to it: the journal may go."""
+        if self._journal is not None and self._unreleased:
+            self._journal.release(self._unreleased)
+            self._unreleased = []
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -105,6 +139,7 @@ class WriterSink:
             try:
                 self._drain()
                 self.writer.flush(self.flush_wait_s)
+                self._settled()
             except Exception:  # e.g. WriterAuthError: loud in the log, the agent keeps going
                 log.exception("writing to InfluxDB failed")
                 self._stop.wait(self.flush_interval_s)
