@@ -24,6 +24,7 @@ True
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -85,16 +86,59 @@ class Spool:
         if len(data) > self.max_bytes:
             _log.error("spool full: a batch of %d points is larger than the spool", len(lines))
             return dropped + len(lines)
+        for _ in range(len(self._sizes) + 1):
+            try:
+                self._write(data)
+                return dropped
+            except OSError as error:
+                if error.errno != errno.ENOSPC:
+                    raise
+                # The disk filled up before max_bytes did. Same policy: the newest data
+                # wins, so the oldest segment goes, and the write is tried again.
+                freed = self._drop_oldest()
+                if freed is None:
+                    break
+                dropped += freed
+        _log.error(
+            "spool disk full at %s: dropped a batch of %d points", self.directory, len(lines)
+        )
+        return dropped + len(lines)
+
+    def _write(self, data: bytes) -> None:
         path = self._current_path
         if path is None or self._sizes[path] + len(data) > self.segment_bytes:
             path = self._rotate()
         handle = self._current
         assert handle is not None
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+        try:
+            view = memoryview(data)
+            while view:  # an unbuffered write may take only part of the data
+                written = handle.write(view)
+                if not written:
+                    raise OSError(errno.ENOSPC, "no space left on the spool's disk")
+                view = view[written:]
+            os.fsync(handle.fileno())
+        except OSError:
+            # A half-written batch would glue its torn tail to the next line: cut it off.
+            os.ftruncate(handle.fileno(), self._sizes[path])
+            raise
         self._sizes[path] += len(data)
-        return dropped
+
+    def _drop_oldest(self) -> int | None:
+        """Frees the oldest segment (sealing it if it is the one being written); its points,
+        or None when there is nothing left to free."""
+        if not any(self._sizes.values()):
+            return None
+        segment = self.oldest()
+        assert segment is not None
+        self.remove(segment)
+        _log.error(
+            "spool disk full at %s: dropped its oldest segment %s with %d points",
+            self.directory,
+            segment.path.name,
+            len(segment.lines),
+        )
+        return len(segment.lines)
 
     def oldest(self) -> Segment | None:
         """The oldest segment and its complete lines, or None when the spool is empty."""
@@ -143,7 +187,8 @@ class Spool:
         self._seal()
         path = self.directory / f"{_PREFIX}{self._next_number:012d}{_SUFFIX}"
         self._next_number += 1
-        self._current, self._current_path = path.open("ab"), path
+        # Unbuffered: a failed write must not linger in a buffer and land on a later flush.
+        self._current, self._current_path = path.open("ab", buffering=0), path
         self._sizes[path] = 0
         _fsync_directory(self.directory)
         return path
