@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,14 +25,16 @@ from reflex.config import ConfigError, read_token_file
 HTTP_TIMEOUT_MS = 30_000
 
 
-def _client(url: str, token: str | None, token_file: Path | None) -> InfluxDBClient:
+def _client(url: str, token_file: Path | None) -> InfluxDBClient:
+    # No --token option: a command line shows up in `ps` and in shell history.
+    token = os.environ.get("REFLEX_INFLUX_TOKEN")
     if token_file is not None:
         try:
             token = read_token_file(token_file, "--token-file")  # refuses group/world-readable
         except ConfigError as error:
             raise click.UsageError(str(error)) from None
     if not token:
-        raise click.UsageError("give --token-file, --token or $REFLEX_INFLUX_TOKEN")
+        raise click.UsageError("give --token-file or $REFLEX_INFLUX_TOKEN")
     return InfluxDBClient(url=url, token=token, timeout=HTTP_TIMEOUT_MS)
 
 
@@ -39,7 +42,6 @@ def _connection(command: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--url", envvar="REFLEX_INFLUX_URL", default="http://127.0.0.1:8086"),
         click.option("--token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path)),
-        click.option("--token", envvar="REFLEX_INFLUX_TOKEN", help="Prefer --token-file."),
         click.option("--org", envvar="REFLEX_INFLUX_ORG", default="reflex", show_default=True),
     ]
     for option in reversed(options):
@@ -75,7 +77,6 @@ def command() -> None:
 def install_command(
     url: str,
     token_file: Path | None,
-    token: str | None,
     org: str,
     webhook_url: str,
     min_severity: int,
@@ -98,7 +99,7 @@ def install_command(
             downsampled_bucket=downsampled_bucket,
             silence=Duration(silence),
         )
-        with _client(url, token, token_file) as client:
+        with _client(url, token_file) as client:
             _print(install(client, org, settings))
     except (AlertConfigError, ValueError) as error:
         raise click.ClickException(str(error)) from None
@@ -108,10 +109,10 @@ def install_command(
 
 @command.command("uninstall")
 @_connection
-def uninstall_command(url: str, token_file: Path | None, token: str | None, org: str) -> None:
+def uninstall_command(url: str, token_file: Path | None, org: str) -> None:
     """Deletes the tasks and the webhook secrets (downsampled data stays)."""
     try:
-        with _client(url, token, token_file) as client:
+        with _client(url, token_file) as client:
             _print(uninstall(client, org))
     except AlertConfigError as error:
         raise click.ClickException(str(error)) from None

@@ -113,6 +113,6 @@ def test_install_into_a_missing_org_fails_cleanly(org: TestOrg, tmp_path: Path) 
 
 def test_a_bad_token_is_reported_without_a_traceback(org: TestOrg, tmp_path: Path) -> None:
     args = ["alerts", "uninstall", "--url", org.server.url, "--org", org.name]
-    result = CliRunner().invoke(main, [*args, "--token", "not-a-token"])
+    result = CliRunner().invoke(main, args, env={"REFLEX_INFLUX_TOKEN": "not-a-token"})
     assert result.exit_code == 1
     assert "InfluxDB answered HTTP 401" in result.output
