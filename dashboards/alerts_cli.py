@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from dashboards.alerts import (
     uninstall,
 )
 from dashboards.flux_params import Duration
+from dashboards.webhook_relay import WebhookRelay
 from reflex.config import ConfigError, read_token_file
 
 HTTP_TIMEOUT_MS = 30_000
@@ -118,3 +120,30 @@ def uninstall_command(url: str, token_file: Path | None, org: str) -> None:
         raise click.ClickException(str(error)) from None
     except ApiException as error:
         raise click.ClickException(_api_failure(error)) from None
+
+
+@command.command("relay")
+@click.option("--listen", default="127.0.0.1:9099", show_default=True, help="HOST:PORT.")
+@click.option(
+    "--forward-url",
+    envvar="REFLEX_ALERT_FORWARD_URL",
+    required=True,
+    help="The real endpoint (Slack/PagerDuty URLs are secrets: prefer the env var).",
+)
+@click.option("--timeout", "timeout_s", default=10.0, show_default=True)
+def relay_command(listen: str, forward_url: str, timeout_s: float) -> None:
+    """Forwards the tasks' webhook posts with a timeout and no redirects to other hosts.
+
+    Install the alerts with --webhook-url http://LISTEN/ to put it in the path."""
+    host, _, port = listen.rpartition(":")
+    try:
+        relay = WebhookRelay(forward_url, host or "127.0.0.1", int(port), timeout_s)
+    except (ValueError, OSError) as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"relaying alert webhooks on {relay.url}")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        relay.close()

@@ -14,6 +14,7 @@ from webhook_receiver import Behaviour, WebhookReceiver
 
 from dashboards.alerts import AlertSettings
 from dashboards.flux_params import Duration
+from dashboards.webhook_relay import WebhookRelay
 from reflex.influxdb_server import InfluxServer
 
 pytestmark = pytest.mark.influx
@@ -62,3 +63,26 @@ def test_a_see_other_redirect_to_another_host_carries_no_payload(org: TestOrg, s
 )
 def test_a_temporary_redirect_to_another_host_carries_no_payload(org: TestOrg) -> None:
     assert all(body == b"" for body in _redirected(org, 307))
+
+
+def test_through_the_relay_a_redirect_to_another_host_carries_nothing(org: TestOrg) -> None:
+    """The fix for the xfail above: the tasks post to `reflex alerts relay`, which follows
+    redirects only on the endpoint's own host, and fails the run instead."""
+    with WebhookReceiver(host="127.0.0.2") as elsewhere:
+        redirect = Behaviour(status=307, location=elsewhere.url)
+        with WebhookReceiver(behaviour=redirect) as endpoint, WebhookRelay(endpoint.url) as relay:
+            tasks = install_into(org, AlertSettings(relay.url))
+            status, _ = run_task(org, tasks["reflex-localization-event"])
+            assert len(endpoint.wait_for(1)) == 1
+            time.sleep(0.5)
+        assert elsewhere.received == []
+    assert relay.refused == 1 and status == "failed"
+
+
+def test_the_relay_delivers_to_a_well_behaved_endpoint(org: TestOrg) -> None:
+    with WebhookReceiver() as endpoint, WebhookRelay(endpoint.url) as relay:
+        tasks = install_into(org, AlertSettings(relay.url))
+        status, _ = run_task(org, tasks["reflex-localization-event"])
+        [received] = endpoint.wait_for(1)
+    assert status == "success" and relay.forwarded == 1
+    assert b"node" in received.body
