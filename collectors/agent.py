@@ -6,6 +6,12 @@ raises :class:`collectors.base.HardwareAbsent` is a successful run with no point
 run the agent emits one ``reflex_collector`` point with the run's duration, success, point
 count and the collector's rejected points since start.
 
+With a :class:`~reflex.clock_offset.ClockOffset` (fed by the writer from InfluxDB's answers)
+the self-metric also carries ``clock_offset_seconds``, and when the node's clock is known to be
+off by more than the tolerance, every point is stamped with the server's time instead: a clock
+30 s behind would otherwise make every point late for the flow, and the node look missing.
+The log says so once, with the offset, so the broken NTP gets fixed.
+
 >>> from collectors.base import FixedClock
 >>> class Hello:
 ...     name, interval_s = "hello", 1.0
@@ -19,12 +25,14 @@ count and the collector's rejected points since start.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from collectors.base import BackgroundCollector, Clock, Collector, Emit, HardwareAbsent, SystemClock
+from reflex.clock_offset import ClockOffset
 from schemas.codec import Point, PointError, validate
 from schemas.contract import Schema, load_schema
 
@@ -55,8 +63,11 @@ class Agent:
         node: str,
         clock: Clock | None = None,
         schema: Schema | None = None,
+        clock_offset: ClockOffset | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
+        self.clock_offset = clock_offset
+        self._correction_ns = 0  # the correction last applied, to log when it changes
         self.schema = schema or load_schema()
         self.emit_failures = 0
         self._emit = emit
@@ -66,7 +77,11 @@ class Agent:
         self.states = [CollectorState(collector, next_due=start) for collector in collectors]
 
     def emit(self, points: list[Point]) -> None:
-        """Thread-safe hand-off to the sink; a failing sink is counted, never raised."""
+        """Thread-safe hand-off to the sink (background collectors call it); stamps are
+        corrected first. A failing sink is counted, never raised."""
+        self._hand_off(self._corrected(points))
+
+    def _hand_off(self, points: list[Point]) -> None:
         if not points:
             return
         with self._emit_lock:
@@ -128,20 +143,43 @@ class Agent:
             log.exception("collector %s failed", collector.name)
         points = self._valid(state, raw)
         state.runs += 1
-        self_metric = Point(
-            "reflex_collector",
-            {**self._tags, "collector": collector.name},
-            {
-                "duration_seconds": max(0.0, self.clock.monotonic() - started),
-                "success": success,
-                "points": len(points),
-                "errors": state.rejected,
-            },
-            now_ns,
+        fields: dict[str, float | int | bool] = {
+            "duration_seconds": max(0.0, self.clock.monotonic() - started),
+            "success": success,
+            "points": len(points),
+            "errors": state.rejected,
+        }
+        estimate = self.clock_offset.estimate() if self.clock_offset is not None else None
+        if estimate is not None:
+            fields["clock_offset_seconds"] = round(estimate.offset_s, 3)
+        points.append(
+            Point("reflex_collector", {**self._tags, "collector": collector.name}, fields, now_ns)
         )
-        points.append(self_metric)
-        self.emit(points)
+        points = self._corrected(points)
+        self._hand_off(points)
         return points
+
+    def _corrected(self, points: list[Point]) -> list[Point]:
+        """Points stamped with the server's time when this clock is known to be off."""
+        shift = self.clock_offset.correction_ns() if self.clock_offset is not None else 0
+        if shift != self._correction_ns:
+            self._log_correction(shift)
+        if shift == 0:
+            return points
+        return [dataclasses.replace(point, time_ns=point.time_ns + shift) for point in points]
+
+    def _log_correction(self, shift: int) -> None:
+        # Logged when it starts and stops, and when the offset moves by over a second.
+        previous, self._correction_ns = self._correction_ns, shift
+        if shift == 0:
+            log.info("this node's clock is back within tolerance of InfluxDB's: own stamps")
+        elif previous == 0 or abs(shift - previous) > 1_000_000_000:
+            log.warning(
+                "this node's clock is %.1f s %s InfluxDB's: stamping points with InfluxDB's "
+                "time; fix its time sync (chronyc tracking, timedatectl)",
+                abs(shift) / 1e9,
+                "behind" if shift > 0 else "ahead of",
+            )
 
     def _valid(self, state: CollectorState, points: list[Point]) -> list[Point]:
         valid = []

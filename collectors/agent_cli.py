@@ -26,6 +26,7 @@ from collectors.base import Collector
 from collectors.journal import Journal
 from collectors.settings import COLLECTOR_MODULES, CollectSettings
 from collectors.sinks import StdoutSink, WriterSink
+from reflex.clock_offset import ClockOffset
 from reflex.config import Config, ConfigError, Identity, load_config
 
 log = logging.getLogger("reflex.collect")
@@ -45,7 +46,9 @@ def build_collectors(identity: Identity, settings: CollectSettings) -> list[Coll
     return collectors
 
 
-def _writer_sink(config: Config, settings: CollectSettings) -> WriterSink:
+def _writer_sink(
+    config: Config, settings: CollectSettings, clock_offset: ClockOffset
+) -> WriterSink:
     from reflex.writer import Writer  # imported here: --stdout needs no InfluxDB client
 
     influx = config.influx
@@ -61,6 +64,7 @@ def _writer_sink(config: Config, settings: CollectSettings) -> WriterSink:
         timeout_s=influx.timeout_s,
         verify_ssl=influx.verify_ssl,
         ssl_ca_cert=influx.ssl_ca_cert or None,
+        clock_offset=clock_offset,
     )
     journal = Journal(Path(settings.spool_dir) / "journal")
     return WriterSink(writer, flush_interval_s=settings.flush_interval_s, journal=journal)
@@ -84,10 +88,19 @@ def command(config_path: Path | None, once: bool, stdout: bool) -> None:
         config = load_config(config_path)
         settings = config.section("collect", CollectSettings)
         collectors = build_collectors(config.identity, settings)
-        sink = StdoutSink() if stdout else _writer_sink(config, settings)
+        clock_offset = ClockOffset(
+            tolerance_s=settings.clock_tolerance_s, correct=settings.clock_correction
+        )
+        sink = StdoutSink() if stdout else _writer_sink(config, settings, clock_offset)
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
-    agent = Agent(collectors, sink.emit, cluster=config.identity.cluster, node=config.identity.node)
+    agent = Agent(
+        collectors,
+        sink.emit,
+        cluster=config.identity.cluster,
+        node=config.identity.node,
+        clock_offset=None if stdout else clock_offset,
+    )
     try:
         if once:
             agent.run_once()

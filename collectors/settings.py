@@ -33,6 +33,10 @@ class CollectSettings:
     fstypes: tuple[str, ...] = LOCAL_FSTYPES
     spool_dir: str = "/var/lib/reflex/spool"
     flush_interval_s: float = 5.0
+    # Stamp points with InfluxDB's time when this node's clock is known to be off by more
+    # than the tolerance (see reflex/clock_offset.py); false: measure and report only.
+    clock_correction: bool = True
+    clock_tolerance_s: float = 2.0
 
     def interval(self, collector: str, default: float) -> float:
         return float(self.intervals.get(collector, default))

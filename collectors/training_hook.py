@@ -6,6 +6,10 @@ and POSTs them to InfluxDB. Nothing here blocks training or raises into it: when
 full, or InfluxDB is slow or down past the retry buffer, records are dropped and counted in
 :attr:`TrainingHook.stats`.
 
+Like the agent, the HTTP sink learns from InfluxDB's ``Date`` headers how far this node's clock
+is off (:mod:`reflex.clock_offset`); past the tolerance, records are stamped with the server's
+time, so a node with a broken clock does not look late or missing to the flow.
+
 Who this rank is comes from the arguments, else torch.distributed when it is initialized,
 else the launcher's environment (torchrun RANK/WORLD_SIZE/LOCAL_RANK, SLURM_PROCID/
 SLURM_NTASKS/SLURM_LOCALID/SLURM_JOB_ID). dp/pp/tp ranks follow Megatron-LM's layout
@@ -39,6 +43,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from reflex.clock_offset import ClockOffset
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +259,9 @@ class TrainingHook:
 
     def _line(self, record: tuple[Any, ...]) -> str:
         kind, wall_ns = record[0], record[1]
+        offset = getattr(self._sink, "clock_offset", None)
+        if isinstance(offset, ClockOffset):
+            wall_ns += offset.correction_ns()
         info = self.info
         head = f"cluster={_tag(self.cluster)},job={_tag(info.job)},node={_tag(self.node)}"
         head += f",rank={info.rank}"
@@ -310,23 +319,52 @@ def _string(value: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def http_sink(url: str, token: str, org: str, bucket: str, *, timeout_s: float = 5.0) -> Sink:
-    """POSTs a batch to InfluxDB 2.x ``/api/v2/write`` (ns precision); raises on failure."""
-    query = urllib.parse.urlencode({"org": org, "bucket": bucket, "precision": "ns"})
-    endpoint = f"{url.rstrip('/')}/api/v2/write?{query}"
+class HttpSink:
+    """POSTs a batch to InfluxDB 2.x ``/api/v2/write`` (ns precision); raises on failure.
 
-    def send(batch: str) -> None:
+    Each answer's ``Date`` feeds :attr:`clock_offset`, which the hook reads to correct stamps.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        org: str,
+        bucket: str,
+        *,
+        timeout_s: float = 5.0,
+        clock_offset: ClockOffset | None = None,
+    ) -> None:
+        query = urllib.parse.urlencode({"org": org, "bucket": bucket, "precision": "ns"})
+        self._endpoint = f"{url.rstrip('/')}/api/v2/write?{query}"
+        self._token, self._timeout_s = token, timeout_s
+        self.clock_offset = clock_offset or ClockOffset()
+
+    def __repr__(self) -> str:
+        return f"HttpSink({self._endpoint!r})"  # never the token
+
+    def __call__(self, batch: str) -> None:
         request = urllib.request.Request(
-            endpoint,
+            self._endpoint,
             data=batch.encode(),
             method="POST",
-            headers={"Authorization": f"Token {token}", "Content-Type": "text/plain"},
+            headers={"Authorization": f"Token {self._token}", "Content-Type": "text/plain"},
         )
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            if response.status >= 300:
-                raise OSError(f"InfluxDB answered {response.status}")
+        clock = self.clock_offset
+        sent_ns = clock.wall()
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout_s) as response:
+                clock.observe(sent_ns, clock.wall(), response.headers["Date"])
+                if response.status >= 300:
+                    raise OSError(f"InfluxDB answered {response.status}")
+        except urllib.error.HTTPError as error:  # a 4xx/5xx still tells the server's time
+            clock.observe(sent_ns, clock.wall(), error.headers["Date"])
+            raise
 
-    return send
+
+def http_sink(url: str, token: str, org: str, bucket: str, *, timeout_s: float = 5.0) -> Sink:
+    """The sink to InfluxDB 2.x; see :class:`HttpSink`."""
+    return HttpSink(url, token, org, bucket, timeout_s=timeout_s)
 
 
 def http_sink_from_env(env: Mapping[str, str]) -> Sink:

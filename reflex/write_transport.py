@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import email.utils
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,6 +18,8 @@ import urllib3
 from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 from influxdb_client.rest import ApiException
+
+from reflex.clock_offset import ClockOffset
 
 NO_RESPONSE = 0
 _MAX_RETRY_AFTER_S = 3600.0  # a server asking for more than an hour is misconfigured
@@ -52,8 +55,10 @@ class InfluxWriteTransport:
         timeout_s: float = 10.0,
         verify_ssl: bool = True,
         ssl_ca_cert: str | None = None,
+        clock_offset: ClockOffset | None = None,
     ) -> None:
         self.url, self.org, self.bucket = url, org, bucket
+        self.clock_offset = clock_offset
         self._client = InfluxDBClient(
             url,
             token,
@@ -70,10 +75,12 @@ class InfluxWriteTransport:
         return f"InfluxWriteTransport(url={self.url!r}, org={self.org!r}, bucket={self.bucket!r})"
 
     def send(self, body: bytes) -> SendResult:
+        sent_ns = self._wall()
         try:
             # Reflex timestamps are ns, which is also the client's default precision.
             self._write_api.write(self.bucket, self.org, record=body)
         except ApiException as error:
+            self._observe_clock(sent_ns, error.headers)
             return SendResult(
                 int(error.status or NO_RESPONSE),
                 _short(error.message),
@@ -81,7 +88,18 @@ class InfluxWriteTransport:
             )
         except (urllib3.exceptions.HTTPError, OSError) as error:
             return SendResult(NO_RESPONSE, f"{type(error).__name__}: {_short(error)}")
+        response = self._client.api_client.last_response
+        self._observe_clock(sent_ns, response.getheaders() if response is not None else None)
         return SendResult(204)
+
+    def _wall(self) -> int:
+        return self.clock_offset.wall() if self.clock_offset is not None else 0
+
+    def _observe_clock(self, sent_ns: int, headers: Mapping[str, str] | None) -> None:
+        """Every answer carries the server's time; see :mod:`reflex.clock_offset`."""
+        if self.clock_offset is None or headers is None:
+            return
+        self.clock_offset.observe(sent_ns, self._wall(), headers.get("Date"))
 
     def close(self) -> None:
         self._client.close()

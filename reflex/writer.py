@@ -24,6 +24,9 @@ outgrow ``max_spool_bytes``, its oldest segment is dropped, counted in
 ``stats.dropped_spool_full`` and logged as an error: the newest data matters most.
 
 A Writer is safe to share between threads; each call holds a lock while it works.
+
+Given a :class:`~reflex.clock_offset.ClockOffset`, every answer's ``Date`` header feeds it:
+that is how the agent learns how far its node's clock is from the server's.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from pathlib import Path
 from types import TracebackType
 
 from reflex.backoff import Backoff
+from reflex.clock_offset import ClockOffset
 from reflex.spool import Segment, Spool
 from reflex.write_transport import InfluxWriteTransport, SendResult, WriteTransport
 from schemas.codec import Point, PointError, decode, encode
@@ -107,6 +111,7 @@ class Writer:
         timeout_s: float = 10.0,
         verify_ssl: bool = True,
         ssl_ca_cert: str | None = None,
+        clock_offset: ClockOffset | None = None,
         transport: WriteTransport | None = None,
         schema: Schema | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -129,6 +134,7 @@ class Writer:
             timeout_s=timeout_s,
             verify_ssl=verify_ssl,
             ssl_ca_cert=ssl_ca_cert,
+            clock_offset=clock_offset,
         )
         self._schema = schema or load_schema()
         self._clock, self._sleep = clock, sleep
