@@ -51,6 +51,8 @@ class AlertSettings:
     downsampled_retention_days: int = 400
     silence: Duration = DEFAULT_SILENCE
     webhook_timeout: Duration = DEFAULT_WEBHOOK_TIMEOUT
+    # The agent corrects its stamps past 2 s (collectors/settings.py): alert at the same point.
+    clock_skew_threshold_s: float = 2.0
 
     def __post_init__(self) -> None:
         check_webhook_url(self.webhook_url)
@@ -73,6 +75,11 @@ class AlertSettings:
             "deadman": {
                 "telemetry_bucket": self.telemetry_bucket,
                 "silence": self.silence,
+                "webhook_timeout": self.webhook_timeout,
+            },
+            "clock_skew": {
+                "telemetry_bucket": self.telemetry_bucket,
+                "threshold_seconds": float(self.clock_skew_threshold_s),
                 "webhook_timeout": self.webhook_timeout,
             },
             "critical_xid": {

@@ -73,6 +73,13 @@ def command() -> None:
 @click.option("--format", "payload_format", type=click.Choice(PAYLOAD_FORMATS), default="slack")
 @click.option("--pagerduty-routing-key", envvar="REFLEX_PAGERDUTY_ROUTING_KEY")
 @click.option("--silence", default="5m", show_default=True, help="Deadman silence (Flux).")
+@click.option(
+    "--clock-skew-threshold",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    help="Seconds a node's clock may be off from InfluxDB's before it is notified.",
+)
 @click.option("--telemetry-bucket", default="telemetry", show_default=True)
 @click.option("--results-bucket", default="reflex", show_default=True)
 @click.option("--downsampled-bucket", default="reflex_downsampled", show_default=True)
@@ -85,6 +92,7 @@ def install_command(
     payload_format: str,
     pagerduty_routing_key: str | None,
     silence: str,
+    clock_skew_threshold: float,
     telemetry_bucket: str,
     results_bucket: str,
     downsampled_bucket: str,
@@ -100,6 +108,7 @@ def install_command(
             results_bucket=results_bucket,
             downsampled_bucket=downsampled_bucket,
             silence=Duration(silence),
+            clock_skew_threshold_s=clock_skew_threshold,
         )
         with _client(url, token_file) as client:
             _print(install(client, org, settings))

@@ -170,3 +170,29 @@ def test_a_failing_webhook_fails_the_run_visibly(org: TestOrg) -> None:
         status, logs = run_task(org, tasks["reflex-localization-event"])
     assert status == "failed"
     assert any("webhook answered HTTP 503" in line for line in logs), logs
+
+
+def _offset(node: str, time_ns: int, offset_s: float) -> Point:
+    tags = {"cluster": CLUSTER, "node": node, "collector": "host"}
+    return Point("reflex_collector", tags, {"clock_offset_seconds": offset_s}, time_ns)
+
+
+def test_clock_skew_fires_once_when_a_nodes_clock_drifts_away(
+    org: TestOrg, receiver: WebhookReceiver
+) -> None:
+    now = time.time_ns()
+    synced = [_offset("n01", now - k * 30 * SECOND, 0.004) for k in range(20)]
+    # n02's clock was fine until 2 minutes ago, then fell 30 s behind (offset +30: the
+    # server's clock minus the node's); n03's has been 5 s ahead for an hour, already told.
+    drifted = [_offset("n02", now - k * 30 * SECOND, 0.01 if k > 4 else 30.2) for k in range(20)]
+    old = [_offset("n03", now - k * 60 * SECOND, -5.0) for k in range(60)]
+    org.write("telemetry", synced + drifted + old)
+    tasks = install_into(org, AlertSettings(receiver.url))
+    status, logs = run_task(org, tasks["reflex-clock-skew"])
+    assert status == "success", logs
+    received = receiver.wait_for(1)
+    time.sleep(0.5)
+    assert [r.json()["node"] for r in receiver.received] == ["n02"]
+    payload = received[0].json()
+    assert payload["kind"] == "clock_skew" and payload["offset_seconds"] == pytest.approx(30.2)
+    assert _like_example(payload, "clock_skew")

@@ -19,6 +19,7 @@ HOOK = "https://hooks.example.com/services/T0/B0/secret"
 TASK_NAMES = {
     "reflex-localization-event",
     "reflex-collector-deadman",
+    "reflex-clock-skew",
     "reflex-critical-xid",
     "reflex-downsample-scores",
     "reflex-downsample-baselines",
