@@ -20,6 +20,11 @@ windows at once rather than once a window.)
 
 The resume state is a plain time cursor: the end of the last window the partition read.
 
+"The wall clock" is the flow host's, corrected by InfluxDB's when it is known to be off by more
+than 2 s (``measure_server_clock``, on in production; :mod:`reflex.clock_offset` reads the
+``Date`` of every answer): a flow host running 30 s ahead would otherwise close every window
+before its data arrived, and see every node missing.
+
 >>> source = InfluxSource(InfluxQuerySettings("http://127.0.0.1:8086", "token"), n_shards=4)
 >>> source.list_parts()
 ['shard-0', 'shard-1', 'shard-2', 'shard-3']
@@ -42,6 +47,7 @@ from influxdb_client.rest import ApiException
 from flows.messages import ErrorRecord, WindowBatch, shard_of
 from flows.sources import shard_names
 from reflex.backoff import Backoff
+from reflex.clock_offset import ClockOffset
 from schemas.frame import Frame
 
 _log = logging.getLogger(__name__)
@@ -131,6 +137,7 @@ class InfluxSource(FixedPartitionedSource[WindowBatch, int]):
         late_horizon_seconds: float = 60.0,
         late_check_seconds: float = 30.0,
         clock: Callable[[], int] = time.time_ns,
+        measure_server_clock: bool = False,
     ) -> None:
         if n_shards < 1 or window_seconds <= 0 or lag_seconds < 0:
             raise ValueError("need n_shards >= 1, window_seconds > 0, lag_seconds >= 0")
@@ -140,13 +147,25 @@ class InfluxSource(FixedPartitionedSource[WindowBatch, int]):
         self.max_windows = max(1, max_windows_per_query)
         self.late_horizon_ns, self.clock = int(late_horizon_seconds * 1e9), clock
         self.late_check_ns = int(late_check_seconds * 1e9)
+        self.clock_offset = ClockOffset(wall=clock) if measure_server_clock else None
+
+    def now_ns(self) -> int:
+        """The wall clock, corrected to InfluxDB's when it is known to be off."""
+        return self.clock() + self._correction_ns()
+
+    def local_ns(self, server_ns: int) -> int:
+        """A time by InfluxDB's clock as this host's clock reads it (Bytewax wakes by that)."""
+        return server_ns - self._correction_ns()
+
+    def _correction_ns(self) -> int:
+        return self.clock_offset.correction_ns() if self.clock_offset is not None else 0
 
     def list_parts(self) -> list[str]:
         return shard_names(self.n_shards)
 
     def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> InfluxPartition:
         if resume_state is None:
-            start = self.start_ns if self.start_ns is not None else self.clock() - self.lag_ns
+            start = self.start_ns if self.start_ns is not None else self.now_ns() - self.lag_ns
             resume_state = start // self.window_ns * self.window_ns
         return InfluxPartition(self, for_part, resume_state)
 
@@ -180,14 +199,16 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
 
     def next_batch(self) -> list[WindowBatch]:
         src = self._source
-        now = src.clock()
+        if src.clock_offset is not None and src.clock_offset.estimate() is None:
+            self._probe_clock()
+        now = src.now_ns()
         closed_until = (now - src.lag_ns) // src.window_ns * src.window_ns
         if src.stop_ns is not None:
             if self._cursor >= src.stop_ns:
                 raise StopIteration
             closed_until = min(closed_until, -(-src.stop_ns // src.window_ns) * src.window_ns)
         if self._cursor >= closed_until or not self._backoff.ready():
-            self._awake = _at(self._wake_ns(now))
+            self._awake = _at(src.local_ns(self._wake_ns(now)))
             return []
         stop = min(closed_until, self._cursor + src.max_windows * src.window_ns)
         try:
@@ -204,7 +225,7 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         self._backoff.succeeded()
         self._cursor = stop
         # Still behind: poll again at once. Caught up: sleep until the next window closes.
-        self._awake = None if stop < closed_until else _at(self._wake_ns(now))
+        self._awake = None if stop < closed_until else _at(src.local_ns(self._wake_ns(now)))
         return batches
 
     def next_awake(self) -> datetime | None:
@@ -324,14 +345,32 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         began = time.monotonic()
         self.stats.queries += 1
         try:
+            sent_ns = self._source.clock()
             rows = self._query.query_csv(
                 flux,
                 dialect=_DIALECT,
                 params={"bucket": self._source.settings.bucket, **params},
             )
+            self._observe_clock(sent_ns)  # the answer's headers are in; its body streams
             yield from rows
         finally:
             self.stats.query_seconds += time.monotonic() - began
+
+    def _probe_clock(self) -> None:
+        """One /ping before the first window: a fresh start must not close windows early."""
+        sent_ns = self._source.clock()
+        if self._client.ping():
+            self._observe_clock(sent_ns)
+
+    def _observe_clock(self, sent_ns: int) -> None:
+        offset = self._source.clock_offset
+        if offset is None:
+            return
+        response = self._client.api_client.last_response
+        raw = getattr(response, "urllib3_response", response)  # preloaded or streamed answers
+        headers = getattr(raw, "headers", None)
+        if headers is not None:
+            offset.observe(sent_ns, self._source.clock(), headers.get("Date"))
 
     def _retry_later(self, error: Exception) -> list[WindowBatch]:
         self.stats.failed_queries += 1

@@ -75,6 +75,7 @@ def _influx_source(shards: int, window_seconds: float) -> Source:
         lag_seconds=float(os.environ.get("REFLEX_LAG_SECONDS", "5")),
         start_ns=int(start) if start else None,
         stop_ns=int(stop) if stop else None,
+        measure_server_clock=True,
     )
 
 

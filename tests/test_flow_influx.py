@@ -4,6 +4,7 @@ is stored once."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,37 @@ def test_a_window_waits_for_the_lag_then_late_points_are_counted(
     assert [e.reason for e in batch.errors] == [LATE_REASON, LATE_REASON]
     assert len(batch.frames[0]) == 1  # the late points are not merged into the new window
     assert part.stats.late_points == 2
+    part.close()
+
+
+@pytest.mark.parametrize("measure", [True, False])
+def test_a_flow_host_30_s_ahead_waits_for_influxdbs_clock(
+    influx: InfluxServer, influx_bucket: str, measure: bool
+) -> None:
+    """Measured (production), the open window stays open and the wake-up is by this host's
+    clock; unmeasured, the clock 30 s ahead reads a window whose data is still coming."""
+    real_now = time.time_ns()
+    w0 = real_now // WINDOW_NS * WINDOW_NS
+    write_lines(influx, influx_bucket, [f"host,cluster=c,node=n1 load1=0.5 {real_now}"])
+    settings = InfluxQuerySettings(influx.url, influx.token, influx.org, influx_bucket)
+    src = InfluxSource(
+        settings,
+        n_shards=1,
+        start_ns=w0,
+        clock=lambda: time.time_ns() + 30 * 10**9,
+        measure_server_clock=measure,
+    )
+    part = src.build_part("in", "shard-0", None)
+    batches = part.next_batch()
+    if measure:
+        assert batches == []
+        awake = part.next_awake()
+        assert awake is not None
+        # By this host's clock (30 s ahead): w0's end plus the 5 s lag, 30 s later than real.
+        wait_s = awake.timestamp() - (time.time() + 30)
+        assert 0 < wait_s <= 16
+    else:
+        assert batches and batches[0].window == w0 // WINDOW_NS  # read while still open
     part.close()
 
 
