@@ -4,7 +4,8 @@ Each run is timed and checked. Points that break the schema are dropped and coun
 written. A collector that raises is recorded as a failed run and the others go on; one that
 raises :class:`collectors.base.HardwareAbsent` is a successful run with no points. After each
 run the agent emits one ``reflex_collector`` point with the run's duration, success, point
-count and the collector's rejected points since start.
+count and the collector's rejected records since start: points that broke the schema, plus the
+garbled source reads a collector counts itself (``parse_errors``, by source).
 
 With a :class:`~reflex.clock_offset.ClockOffset` (fed by the writer from InfluxDB's answers)
 the self-metric also carries ``clock_offset_seconds``, and when the node's clock is known to be
@@ -147,7 +148,7 @@ class Agent:
             "duration_seconds": max(0.0, self.clock.monotonic() - started),
             "success": success,
             "points": len(points),
-            "errors": state.rejected,
+            "errors": state.rejected + _garbled_reads(collector),
         }
         estimate = self.clock_offset.estimate() if self.clock_offset is not None else None
         if estimate is not None:
@@ -196,3 +197,9 @@ class Agent:
                         error,
                     )
         return valid
+
+
+def _garbled_reads(collector: Collector) -> int:
+    """Source reads the collector could not parse and skipped (the host collector's files)."""
+    counts = getattr(collector, "parse_errors", None)
+    return sum(counts.values()) if isinstance(counts, dict) else 0

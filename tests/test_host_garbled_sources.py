@@ -169,6 +169,7 @@ def test_agent_counts_a_run_with_one_garbled_file_as_a_success(later: Path) -> N
     state = agent.states[0]
     assert state.failures == 0 and state.rejected == 0
     assert points[-1].fields["success"] is True and points[-1].fields["points"] == 2
+    assert points[-1].fields["errors"] == 1  # the garbled read shows in InfluxDB
     assert_only_missing(points[:-1], "loadavg")
 
 
