@@ -67,6 +67,7 @@ def _count_run(tally: Tally, agent: Agent) -> None:
     """Runs the agent once; every outcome must be a valid success or a counted failure."""
     state = agent.states[0]
     failures, rejected = state.failures, state.rejected
+    garbled = dict(getattr(state.collector, "parse_errors", {}))
     points = agent.run_once()  # must not raise, whatever the files hold
     for point in points:
         validate(point)
@@ -80,6 +81,9 @@ def _count_run(tally: Tally, agent: Agent) -> None:
         tally.accepted += 1
     if state.rejected > rejected:
         tally.reject("point broke the schema (counted in rejected)")
+    for source, count in getattr(state.collector, "parse_errors", {}).items():
+        if count > garbled.get(source, 0):
+            tally.reject(f"{source} garbled: its fields skipped, counted in errors")
 
 
 @FUZZ
