@@ -39,10 +39,12 @@ def test_pagerduty_needs_a_routing_key_and_severity_is_1_to_3() -> None:
 
 
 def test_every_script_has_a_name_and_every_parameter_line() -> None:
-    rendered = rendered_tasks(AlertSettings("https://h.example.com/x", min_severity=3))
-    assert len(rendered) == len(scripts()) == 5
+    settings = AlertSettings("https://h.example.com/x", min_severity=3, clock_skew_threshold_s=5)
+    rendered = rendered_tasks(settings)
+    assert len(rendered) == len(scripts()) == 6
     assert all(name.startswith("reflex-") for name in rendered)
     assert "min_severity = 3" in rendered["reflex-localization-event"]
+    assert "threshold_seconds = 5.0" in rendered["reflex-clock-skew"]
 
 
 def test_the_checked_in_critical_xid_list_matches_the_hardware_profiles() -> None:
