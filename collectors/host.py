@@ -242,6 +242,7 @@ class HostCollector:
     {'loadavg': 1}
     >>> collector.last_parse_errors["loadavg"].endswith("/loadavg: could not parse 'garbage'")
     True
+    >>> shutil.rmtree(proc.parent)
     """
 
     name = "host"

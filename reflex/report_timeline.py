@@ -274,11 +274,11 @@ class InfluxSource:
 
 
 def flux_string(value: str) -> str:
-    """A Flux string literal holding exactly ``value``: backslash, quote and the ``${``
+    r"""A Flux string literal holding exactly ``value``: backslash, quote and the ``${``
     of string interpolation are escaped, so telemetry text cannot change the query.
 
     >>> print(flux_string('a"b\\c${x}'))
-    "a\\"b\\\\c\\${x}"
+    "a\"b\\c\${x}"
     """
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("${", "\\${")
     return f'"{escaped}"'
