@@ -198,12 +198,42 @@ def _baseline() -> Json:
     return out
 
 
+def _agent_panel(schema: Schema, field: str, title: str, unit: str) -> Json:
+    """The node agent's own health, one series per collector (``reflex_collector``)."""
+    spec = schema.field("reflex_collector", field)
+    flux = pipe(
+        select(TELEMETRY, "reflex_collector", [field], THIS_NODE),
+        "aggregateWindow(every: v.windowPeriod, fn: max, createEmpty: false)",
+    )
+    return panel(
+        "timeseries",
+        title,
+        [target(flux)],
+        unit=unit,
+        display_name="${__field.labels.collector}",
+        description=spec.help + ".",
+        size=(8, 8),
+    )
+
+
+def _agent_panels(schema: Schema) -> list[Json]:
+    # A clock off by seconds makes the node's points late for the flow: the agent corrects it
+    # past 2 s, but the node's own logs and traces stay off until its time sync is fixed.
+    return [
+        row("agent: collectors and clock"),
+        _agent_panel(schema, "clock_offset_seconds", "Clock offset from InfluxDB", "s"),
+        _agent_panel(schema, "duration_seconds", "Collector run time", "s"),
+        _agent_panel(schema, "errors", "Collector errors since start", "short"),
+    ]
+
+
 def build(schema: Schema | None = None) -> Json:
     schema = schema or load_schema()
     panels = [row("Score"), _score(), _evidence(), row("Baselines"), _baseline()]
     for measurement, fields in SIGNALS.items():
         panels.append(row(f"{measurement}: this node against its peers"))
         panels += [_signal_panel(schema, measurement, field) for field in fields]
+    panels += _agent_panels(schema)
     return dashboard(
         "reflex-node",
         "Reflex / Node drill-down",

@@ -213,6 +213,7 @@ def _host_and_port(node: str, times: list[int], bad: bool) -> Iterator[Point]:
             "success": True,
             "points": 40,
             "errors": 0,
+            "clock_offset_seconds": 0.004,
         }
         yield Point("reflex_collector", collector, fields, t)
 

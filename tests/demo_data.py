@@ -17,7 +17,7 @@ from influxdb_client.client.write_api import SYNCHRONOUS
 from collectors.simulated import Simulation, load_scenario
 from flows.runner import run_in_process
 from flows.sources import SimulatorSource
-from schemas.codec import Point, encode
+from schemas.codec import FieldValue, Point, encode
 from schemas.frame import Frame
 
 SCENARIO, SEED, WINDOW_S = "demo", 7, 10.0
@@ -69,6 +69,23 @@ def _flow_points(cluster: str) -> tuple[list[Point], list[Point]]:
     return points, [event.to_point() for event in run.events]
 
 
+def _agent_heartbeats(simulation: Simulation) -> list[str]:
+    lines = []
+    stop_ns = simulation.start_ns + int(simulation.duration_s * 1e9)
+    for node in simulation.cluster.nodes:
+        for time_ns in range(simulation.start_ns, stop_ns, 30 * 10**9):
+            tags = {"cluster": simulation.cluster.name, "node": node.name, "collector": "host"}
+            fields: dict[str, FieldValue] = {
+                "duration_seconds": 0.002,
+                "success": True,
+                "points": 4,
+                "errors": 0,
+                "clock_offset_seconds": 0.003,
+            }
+            lines.append(encode(Point("reflex_collector", tags, fields, time_ns)))
+    return lines
+
+
 def load_demo(org: TestOrg) -> DemoLoad:
     simulation = Simulation(load_scenario(SCENARIO), seed=SEED)
     cluster = simulation.cluster.name
@@ -77,6 +94,11 @@ def load_demo(org: TestOrg) -> DemoLoad:
         lines = [line for frame in frames for line in thinned(frame).lines()]
         _write(org, "telemetry", lines)
         total += len(lines)
+    # The simulator models the hardware, not the agents: their self-metrics (what the node
+    # dashboard's agent row shows) are added here, a healthy agent on every node every 30 s.
+    heartbeats = _agent_heartbeats(simulation)
+    _write(org, "telemetry", heartbeats)
+    total += len(heartbeats)
     outputs, events = _flow_points(cluster)
     _write(org, "reflex", [encode(point) for point in outputs + events])
     critical = max(events, key=lambda point: point.fields["severity"])
