@@ -66,6 +66,8 @@ def _writer_sink(
         ssl_ca_cert=influx.ssl_ca_cert or None,
         clock_offset=clock_offset,
     )
+    if not writer.probe_clock():
+        log.info("InfluxDB did not answer a clock probe; the first writes will measure it")
     journal = Journal(Path(settings.spool_dir) / "journal")
     return WriterSink(writer, flush_interval_s=settings.flush_interval_s, journal=journal)
 

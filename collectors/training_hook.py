@@ -225,6 +225,12 @@ class TrainingHook:
     # -- the background thread ----------------------------------------------------------------
 
     def _run(self) -> None:
+        probe = getattr(self._sink, "probe", None)
+        if callable(probe):  # the server's time before the first records are stamped
+            try:
+                probe()
+            except Exception:
+                log.debug("reflex training hook: clock probe failed", exc_info=True)
         while True:
             stopping = self._stop.wait(self._flush_interval_s)
             try:
@@ -342,6 +348,14 @@ class HttpSink:
 
     def __repr__(self) -> str:
         return f"HttpSink({self._endpoint!r})"  # never the token
+
+    def probe(self, timeout_s: float = 2.0) -> None:
+        """One ``/ping`` for the server's time; raises when InfluxDB does not answer."""
+        clock = self.clock_offset
+        sent_ns = clock.wall()
+        ping = self._endpoint.split("/api/v2/write", 1)[0] + "/ping"
+        with urllib.request.urlopen(ping, timeout=timeout_s) as response:
+            clock.observe(sent_ns, clock.wall(), response.headers["Date"])
 
     def __call__(self, batch: str) -> None:
         request = urllib.request.Request(

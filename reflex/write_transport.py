@@ -18,6 +18,7 @@ import urllib3
 from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 from influxdb_client.rest import ApiException
+from influxdb_client.service.ping_service import PingService
 
 from reflex.clock_offset import ClockOffset
 
@@ -91,6 +92,21 @@ class InfluxWriteTransport:
         response = self._client.api_client.last_response
         self._observe_clock(sent_ns, response.getheaders() if response is not None else None)
         return SendResult(204)
+
+    def probe_clock(self, timeout_s: float = 2.0) -> bool:
+        """One ``/ping`` for the server's time, before anything is collected and stamped;
+        False when InfluxDB does not answer (the first writes will measure instead)."""
+        if self.clock_offset is None:
+            return False
+        sent_ns = self._wall()
+        try:
+            _, _, headers = PingService(self._client.api_client).get_ping_with_http_info(
+                _request_timeout=timeout_s, _return_http_data_only=False
+            )
+        except (ApiException, urllib3.exceptions.HTTPError, OSError):
+            return False
+        self._observe_clock(sent_ns, headers)
+        return True
 
     def _wall(self) -> int:
         return self.clock_offset.wall() if self.clock_offset is not None else 0

@@ -171,6 +171,12 @@ class Writer:
                     self._seal()
                     self._pump(deadline=None, max_requests=_REQUESTS_PER_WRITE)
 
+    def probe_clock(self, timeout_s: float = 2.0) -> bool:
+        """Measures the server's clock now (see :mod:`reflex.clock_offset`), so that even the
+        first points are stamped right; False when it cannot (no offset, no answer)."""
+        probe = getattr(self._transport, "probe_clock", None)
+        return bool(probe(timeout_s)) if probe is not None else False
+
     def flush(self, wait_s: float = 30.0) -> bool:
         """Sends everything now, retrying for up to ``wait_s``; what is still undelivered
         then goes to the spool. Returns True when nothing is left undelivered."""

@@ -3,6 +3,7 @@ past the tolerance, and the real server's answers giving the skew to within a se
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -156,3 +157,35 @@ def test_the_hooks_sink_measures_the_skew_from_real_answers(
     estimate = offset.estimate()
     assert estimate is not None and estimate.offset_s == pytest.approx(30, abs=1.0)
     assert "token" not in repr(sink).lower() and influx.token not in repr(sink)
+
+
+@pytest.mark.influx
+def test_a_probe_measures_the_skew_before_anything_is_written(
+    influx: InfluxServer, influx_bucket: str, tmp_path: Path
+) -> None:
+    offset = ClockOffset(wall=lambda: time.time_ns() + 30 * SECOND)
+    with Writer(
+        influx.url, influx.token, influx.org, influx_bucket, tmp_path, clock_offset=offset
+    ) as writer:
+        assert writer.probe_clock()
+        assert writer.stats.sent == 0
+    assert offset.correction_ns() == pytest.approx(-30 * SECOND, abs=SECOND)
+
+
+def test_a_probe_of_a_server_that_is_down_says_so_quickly(tmp_path: Path) -> None:
+    offset = ClockOffset()
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    writer = Writer(f"http://127.0.0.1:{port}", "t", "o", "b", tmp_path, clock_offset=offset)
+    began = time.monotonic()
+    assert not writer.probe_clock(timeout_s=1.0)
+    assert time.monotonic() - began < 3.0 and offset.estimate() is None
+    writer.close(wait_s=0)
+
+
+@pytest.mark.influx
+def test_the_hooks_sink_probes_the_servers_clock(influx: InfluxServer) -> None:
+    offset = ClockOffset(wall=lambda: time.time_ns() - 30 * SECOND)
+    HttpSink(influx.url, influx.token, influx.org, "unused", clock_offset=offset).probe()
+    assert offset.correction_ns() == pytest.approx(30 * SECOND, abs=SECOND)

@@ -97,6 +97,7 @@ def run_live(
         writer = Writer(
             influx.url, influx.token, influx.org, bucket, tmp / node, clock_offset=offset
         )
+        writer.probe_clock()  # as `reflex collect` does before its first run
         sink = WriterSink(writer, flush_interval_s=0.3)
         collectors: list[Collector] = [
             GpuCollector("c", node, nvml=FakeNvml.h100_node(gpus=GPUS), interval_s=0.5),
@@ -136,14 +137,14 @@ def run_live(
             sink.close()
 
 
-def newest_stamp_lag_s(influx: InfluxServer, bucket: str, until: str = "5m") -> dict[str, float]:
-    """Per node, how far its newest point stamped before now + ``until`` is from now
+def stamp_lag_s(influx: InfluxServer, bucket: str, newest: str = "max") -> dict[str, float]:
+    """Per node, how far its newest (``max``) or oldest (``min``) stored point is from now
     (positive: in the past)."""
     rows = query_rows(
         influx,
-        f'from(bucket: "{bucket}") |> range(start: -5m, stop: {until})'
+        f'from(bucket: "{bucket}") |> range(start: -5m, stop: 5m)'
         ' |> filter(fn: (r) => r._measurement == "gpu") |> keep(columns: ["_time", "node"])'
-        ' |> group(columns: ["node"]) |> max(column: "_time")',
+        f' |> group(columns: ["node"]) |> {newest}(column: "_time")',
     )
     now = time.time()
     return {row["node"]: now - row["_time"].timestamp() for row in rows}
@@ -152,16 +153,19 @@ def newest_stamp_lag_s(influx: InfluxServer, bucket: str, until: str = "5m") -> 
 def test_skewed_clocks_are_corrected_and_only_the_lost_node_is_missing(
     influx: InfluxServer, influx_bucket: str, tmp_path: Path
 ) -> None:
+    began = time.time()
     result = run_live(influx, influx_bucket, tmp_path, SKEWS, correct=True, lose="node-ok-2")
     about = [(e.trigger, e.top.node if e.top else "", e.summary) for e in result.events]
     assert [(trigger, node) for trigger, node, _ in about] == [("explicit", "node-ok-2")], about
     assert "no telemetry" in about[0][2]
     assert result.error_counts[LATE_REASON] == 0
-    # The first points, sent before the first answer told the offset, are stamped by the
-    # skewed clock; those of the node ahead lie 30 s in the future, so look before that.
-    lags = newest_stamp_lag_s(influx, influx_bucket, until="5s")
+    # The probe told the offset before the first run: not even the first points are stamped
+    # 30 s off (none in the future, none from before the agents started).
+    lags = stamp_lag_s(influx, influx_bucket)
     assert set(lags) == set(SKEWS)
     assert all(-2.0 < lags[node] < 8.0 for node in SKEWS if node != "node-ok-2"), lags
+    oldest = stamp_lag_s(influx, influx_bucket, "min")
+    assert all(oldest[node] < time.time() - began + 2.0 for node in SKEWS), oldest
     offsets = query_rows(
         influx,
         f'from(bucket: "{influx_bucket}") |> range(start: -5m, stop: 5m)'
@@ -180,5 +184,5 @@ def test_without_the_correction_the_points_of_a_node_behind_are_late(
     skews = {"node-ok-1": 0.0, "node-ok-2": 0.0, "node-behind": -8.0}
     result = run_live(influx, influx_bucket, tmp_path, skews, correct=False)
     assert result.error_counts[LATE_REASON] > 0
-    lags = newest_stamp_lag_s(influx, influx_bucket)
+    lags = stamp_lag_s(influx, influx_bucket)
     assert lags["node-behind"] > 7 and lags["node-ok-1"] < 3
