@@ -50,8 +50,10 @@ class _WindowPartition(StatefulSourcePartition[WindowBatch, int]):
         n_shards: int,
         window_ns: int,
         resume: int | None,
+        errors_per_shard: bool = False,
     ) -> None:
         self._windows, self._shard, self._n = windows, shard, n_shards
+        self._errors_per_shard = errors_per_shard
         self._index = int(shard.rsplit("-", 1)[1])
         self._window_ns, self._cursor = window_ns, resume if resume is not None else -1
         self._cache: dict[str, int] = {}
@@ -70,8 +72,8 @@ class _WindowPartition(StatefulSourcePartition[WindowBatch, int]):
                 mine,
                 n_shards=self._n,
             )
-            # Source-level rejects travel with shard 0 only, so each is counted once.
-            batch.errors = errors if self._index == 0 else []
+            # Source-level rejects are counted once: each shard's own, or all with shard 0.
+            batch.errors = errors if self._errors_per_shard or self._index == 0 else []
             return [batch]
         raise StopIteration
 
@@ -85,14 +87,26 @@ class WindowedSource(FixedPartitionedSource[WindowBatch, int]):
 
     n_shards: int
     window_ns: int
+    # True when ``_shard_windows`` gives each shard only its own rejects (else shard 0 has all).
+    errors_per_shard = False
 
     def list_parts(self) -> list[str]:
         return shard_names(self.n_shards)
 
     def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> _WindowPartition:
+        index = int(for_part.rsplit("-", 1)[1])
         return _WindowPartition(
-            self._windows(), for_part, self.n_shards, self.window_ns, resume_state
+            self._shard_windows(index),
+            for_part,
+            self.n_shards,
+            self.window_ns,
+            resume_state,
+            self.errors_per_shard,
         )
+
+    def _shard_windows(self, index: int) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        """The windows shard ``index`` needs; by default all of them (it selects its rows)."""
+        return self._windows()
 
     def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
         raise NotImplementedError
@@ -170,7 +184,15 @@ class LineProtocolSource(WindowedSource):
 
     Lines may be out of order within ``disorder_windows``; a line later than that is counted
     as late in the error stream, not silently merged into a closed window.
+
+    Decoding is what costs, so each shard decodes only its own lines: a plain line's node is
+    read off its tags without decoding (:func:`line_owner`), and the line is skipped by the
+    other shards. Lines whose node cannot be read that way (escapes, no node tag) are decoded
+    by every shard, which keeps their rows; their rejects are counted by shard 0 alone. Every
+    shard still reads every line's timestamp, so all shards close the same windows.
     """
+
+    errors_per_shard = True
 
     def __init__(
         self, path: Path, n_shards: int = 1, window_seconds: float = 10.0, disorder_windows: int = 2
@@ -179,36 +201,99 @@ class LineProtocolSource(WindowedSource):
         self.window_ns, self.disorder = int(window_seconds * 1e9), disorder_windows
 
     def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        return self._shard_windows(-1)
+
+    def _shard_windows(self, index: int) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        """Shard ``index``'s windows; -1 decodes every line (one shard for all).
+
+        The window clock advances with every line's timestamp, decoded or not and whoever
+        owns it, so that every shard count yields the same windows in the same order. (So a
+        garbled line with a timestamp far ahead closes windows just as a good one would.)
+        """
         pending: dict[int, list[Point]] = {}
         errors: list[ErrorRecord] = []
         closed = newest = -1
+        owners: dict[str, int] = {}
+
+        def advance(window: int) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+            nonlocal closed, newest, errors
+            if window > closed:
+                pending.setdefault(window, [])
+            if window > newest:
+                newest = window
+                for ready in sorted(w for w in pending if w < newest - self.disorder):
+                    closed = ready
+                    yield ready, frames_from_points(pending.pop(ready)), errors
+                    errors = []
+
         with self.path.open(errors="replace") as handle:
             for number, line in enumerate(handle, 1):
                 if not line.strip() or line.startswith("#"):
                     continue
+                stamp = line_stamp(line)
+                if stamp is not None:
+                    yield from advance(stamp // self.window_ns)
+                owner = -1
+                if index >= 0 and self.n_shards > 1:
+                    owner = line_owner(line, self.n_shards, owners)
+                if owner >= 0 and owner != index:
+                    continue  # another shard's line: only its time was needed
+                counted = owner >= 0 or index <= 0  # a shared line's rejects go to shard 0
                 try:
                     point = decode(line)
                 except Exception as error:
-                    reason = error.reason if isinstance(error, PointError) else "unparseable"
-                    errors.append(ErrorRecord("source", reason, f"line {number}: {error}"[:300]))
+                    if counted:
+                        reason = error.reason if isinstance(error, PointError) else "unparseable"
+                        detail = f"line {number}: {error}"[:300]
+                        errors.append(ErrorRecord("source", reason, detail))
+                    continue
+                if point.time_ns != stamp:
+                    # int() also takes "+5", "1_0" or non-ASCII digits; the other shards went by
+                    # the plain digits (line_stamp), so a point stamped otherwise cannot be placed
+                    # the same way in every shard.
+                    if counted:
+                        bad = "timestamp not in plain decimal nanoseconds"
+                        errors.append(ErrorRecord("source", bad, f"line {number}"))
                     continue
                 window = point.time_ns // self.window_ns
                 if window <= closed:
-                    errors.append(
-                        ErrorRecord(
-                            "source", "late point beyond the disorder allowance", f"line {number}"
-                        )
-                    )
+                    if counted:
+                        late = "late point beyond the disorder allowance"
+                        errors.append(ErrorRecord("source", late, f"line {number}"))
                     continue
                 pending.setdefault(window, []).append(point)
-                if window > newest:
-                    newest = window
-                    for ready in sorted(w for w in pending if w < newest - self.disorder):
-                        closed = ready
-                        yield ready, frames_from_points(pending.pop(ready)), errors
-                        errors = []
         for window in sorted(pending):
             yield window, frames_from_points(pending.pop(window)), errors
             errors = []
         if errors:
             yield closed + 1, [], errors
+
+
+_NODE_TAG = ",node="
+
+
+def line_owner(line: str, n_shards: int, owners: dict[str, int]) -> int:
+    """The shard of a line's node, read off its tags without decoding; -1 when that cannot be
+    done safely (escapes before the fields, no node tag), so that every shard decodes it."""
+    head, space, _ = line.partition(" ")
+    if not space or "\\" in head or '"' in head:
+        return -1
+    at = head.find(_NODE_TAG)
+    if at < 0:
+        return -1
+    node = head[at + len(_NODE_TAG) :].split(",", 1)[0]
+    if not node:
+        return -1
+    owner = owners.get(node)
+    if owner is None:
+        owner = owners[node] = shard_of(node, n_shards)
+    return owner
+
+
+def line_stamp(line: str) -> int | None:
+    """A line's timestamp (its last word), or None when it has none that reads as one."""
+    stamp = line.rstrip().rsplit(" ", 1)[-1]
+    if not (stamp.isascii() and stamp.isdigit()) or len(stamp) > 19:
+        return None
+    value = int(stamp)
+    return value if value < 1 << 63 else None

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from collectors.simulated import Simulation, load_scenario
+from collectors.simulated.lineproto import frame_lines
 from flows.events import LocalizationEvent
 from flows.sinks import read_events
 from reflex.influxdb_server import free_port
@@ -18,8 +20,8 @@ CLI = [sys.executable, "-c", "from reflex.cli import main; main()", "flow"]
 SOURCE = "sim:fault_xid79:7"
 
 
-def flow(out: Path, *extra: str) -> subprocess.Popen[bytes]:
-    command = [*CLI, "--source", SOURCE, "--sink", "files", "--out", str(out), "--no-recovery"]
+def flow(out: Path, *extra: str, source: str = SOURCE) -> subprocess.Popen[bytes]:
+    command = [*CLI, "--source", source, "--sink", "files", "--out", str(out), "--no-recovery"]
     return subprocess.Popen([*command, *extra], stderr=subprocess.PIPE)
 
 
@@ -51,3 +53,19 @@ def test_a_cluster_of_processes_addressed_like_hosts(tmp_path: Path) -> None:
     finish(flow(tmp_path / "one"))
     expected = identity(read_events(tmp_path / "one" / "events.jsonl"))
     assert identity(read_events(out / "events.jsonl")) == expected
+
+
+def test_two_processes_replaying_a_file_find_the_events_of_one(tmp_path: Path) -> None:
+    """Each process decodes only its shard's lines of the capture (flows/sources.py)."""
+    sim = Simulation(load_scenario("fault_xid79"), seed=7)
+    capture = tmp_path / "capture.lp"
+    with capture.open("w") as out:
+        for number, chunk in enumerate(sim.chunks(10.0)):
+            if number * 10 >= 360:  # the XID 79 hits at 300 s
+                break
+            out.writelines(line + "\n" for frame in chunk for line in frame_lines(frame))
+    finish(flow(tmp_path / "one", source=f"file:{capture}"))
+    finish(flow(tmp_path / "two", "-p", "2", source=f"file:{capture}"))
+    one = read_events(tmp_path / "one" / "events.jsonl")
+    assert one, "the XID 79 must be localized"
+    assert identity(read_events(tmp_path / "two" / "events.jsonl")) == identity(one)
