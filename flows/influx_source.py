@@ -39,10 +39,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
+import urllib3
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from influxdb_client import InfluxDBClient
 from influxdb_client.domain.dialect import Dialect
 from influxdb_client.rest import ApiException
+from influxdb_client.service.ping_service import PingService
 
 from flows.messages import ErrorRecord, WindowBatch, shard_of
 from flows.sources import shard_names
@@ -199,7 +201,11 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
 
     def next_batch(self) -> list[WindowBatch]:
         src = self._source
-        if src.clock_offset is not None and src.clock_offset.estimate() is None:
+        if (
+            src.clock_offset is not None
+            and src.clock_offset.estimate() is None
+            and self._backoff.ready()
+        ):
             self._probe_clock()
         now = src.now_ns()
         closed_until = (now - src.lag_ns) // src.window_ns * src.window_ns
@@ -357,10 +363,14 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
             self.stats.query_seconds += time.monotonic() - began
 
     def _probe_clock(self) -> None:
-        """One /ping before the first window: a fresh start must not close windows early."""
+        """One /ping before the first window: a fresh start must not close windows early.
+        Short (2 s): an unreachable server is the window query's to report and back off."""
         sent_ns = self._source.clock()
-        if self._client.ping():
-            self._observe_clock(sent_ns)
+        try:
+            PingService(self._client.api_client).get_ping(_request_timeout=2.0)
+        except (ApiException, OSError, urllib3.exceptions.HTTPError):
+            return
+        self._observe_clock(sent_ns)
 
     def _observe_clock(self, sent_ns: int) -> None:
         offset = self._source.clock_offset
