@@ -274,12 +274,13 @@ _NODE_TAG = ",node="
 
 def line_owner(line: str, n_shards: int, owners: dict[str, int]) -> int:
     """The shard of a line's node, read off its tags without decoding; -1 when that cannot be
-    done safely (escapes before the fields, no node tag), so that every shard decodes it."""
+    done safely (escapes before the fields, no node tag, two of them), so that every shard
+    decodes it."""
     head, space, _ = line.partition(" ")
     if not space or "\\" in head or '"' in head:
         return -1
     at = head.find(_NODE_TAG)
-    if at < 0:
+    if at < 0 or head.find(_NODE_TAG, at + 1) >= 0:  # none, or twice (decode keeps the last)
         return -1
     node = head[at + len(_NODE_TAG) :].split(",", 1)[0]
     if not node:

@@ -85,22 +85,28 @@ def test_clean_capture_splits_exactly(tmp_path: Path, n_shards: int) -> None:
 
 def test_garbled_escaped_and_late_lines_split_exactly(tmp_path: Path) -> None:
     lines = simulated_lines(40)
-    stamp = int(lines[0].rsplit(" ", 1)[1])
     rng = random.Random(3)
     mixed = list(lines)
     for _ in range(2_000):  # garbled copies of real lines, anywhere in the file
         mixed.insert(rng.randrange(len(mixed)), fuzz_input(rng, lines[:200]))
+    # Odd lines in the middle of the file, stamped like their neighbours (so not late), and
+    # one far behind (late). Each line's node decides its shard only when it can be read off.
+    at = len(mixed) // 2
+    stamp = next(s for s in map(line_stamp, reversed(mixed[:at])) if s is not None)
     special = [
-        f"host,cluster=c1,node=odd\\ node load1=0.5 {stamp + 10**9}",  # escaped node: shared
-        f'host,cluster=c1,node=n"q load1=0.5 {stamp + 10**9}',  # a quote before the fields
-        f"host,cluster=c1 load1=0.5 {stamp + 10**9}",  # no node tag: rejected once
+        f"host,cluster=c1,node=odd\\ node load1=0.5 {stamp}",  # escaped: every shard decodes
+        f'host,cluster=c1,node=n"q load1=0.5 {stamp}',  # a quote before the fields: the same
+        f"host,cluster=c1 load1=0.5 {stamp}",  # no node tag: rejected, once
+        f"host,cluster=c1,node=n1,node=n2 load1=0.5 {stamp}",  # two: decode keeps n2
         f"host,cluster=c1,node=late load1=0.5 {stamp - 3600 * 10**9}",  # far behind: late
-        "host,cluster=c1,node=n9 load1=0.5",  # no timestamp
+        "host,cluster=c1,node=n9 load1=0.5",  # no timestamp: rejected, once
     ]
-    for line in special:
-        mixed.insert(rng.randrange(len(lines) // 2, len(mixed)), line)
+    mixed[at:at] = special
     path = tmp_path / "mixed.lp"
     path.write_text("\n".join(mixed) + "\n")
+    (single,) = replay(path, 1)
+    kept = {str(node) for _, frames, _ in single for f in frames for node in f.tags["node"]}
+    assert {"odd node", 'n"q', "n2"} <= kept  # the odd lines did land as rows
     assert_same_as_one_shard(path, 3)
 
 
@@ -111,5 +117,6 @@ def test_a_plain_lines_owner_is_read_without_decoding() -> None:
     assert line_owner("gpu,cluster=c,node=n\\ 7 x=1 5", 4, owners) == -1
     assert line_owner("gpu,cluster=c x=1 5", 4, owners) == -1
     assert line_owner("gpu,cluster=c,node= x=1 5", 4, owners) == -1
+    assert line_owner("gpu,cluster=c,node=a,node=b x=1 5", 4, owners) == -1
     assert line_stamp("gpu,node=n x=1 1700000000000000000\n") == 1_700_000_000_000_000_000
     assert line_stamp("gpu,node=n x=1") is None
