@@ -280,7 +280,7 @@ def line_owner(line: str, n_shards: int, owners: dict[str, int]) -> int:
     if not space or "\\" in head or '"' in head:
         return -1
     at = head.find(_NODE_TAG)
-    if at < 0 or head.find(_NODE_TAG, at + 1) >= 0:  # none, or twice (decode keeps the last)
+    if at < 0 or head.find(_NODE_TAG, at + 1) >= 0:  # none, or twice (decode refuses it)
         return -1
     node = head[at + len(_NODE_TAG) :].split(",", 1)[0]
     if not node:

@@ -222,6 +222,9 @@ def _parse_pairs(section: str, *, values: bool) -> dict:
         if len(kv) != 2 or not kv[0]:
             raise PointError(f"bad key=value {pair!r}")
         key = _unescape_key(kv[0])
+        if not values and key in out:
+            # InfluxDB refuses the whole line ("duplicate tags"); a repeated field is kept last.
+            raise PointError(f"duplicate tag {key!r}")
         out[key] = _parse_value(kv[1], key) if values else _unescape_key(kv[1])
     return out
 

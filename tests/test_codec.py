@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reflex.influxdb_server import InfluxServer
 from schemas.codec import (
     MAX_TIME_NS,
     DecodeReport,
@@ -164,3 +165,27 @@ def test_decode_lines_counts_bad_lines_by_reason():
     assert len(points) == 1 and report.accepted == 1
     assert report.rejected_total == 3
     assert [number for number, _ in report.examples] == [3, 4, 5]
+
+
+def test_a_repeated_tag_is_refused_as_influxdb_refuses_it() -> None:
+    with pytest.raises(PointError, match="duplicate tag 'node'"):
+        decode("host,cluster=c,node=a,node=b load1=0.5 1")
+    # A repeated field is something InfluxDB stores, the last value winning: so do we.
+    assert decode("host,cluster=c,node=a load1=0.5,load1=0.7 1").fields == {"load1": 0.7}
+
+
+@pytest.mark.influx
+def test_the_server_agrees_on_repeated_tags_and_fields(influx: InfluxServer) -> None:
+    from influxdb_client import InfluxDBClient
+    from influxdb_client.client.write_api import SYNCHRONOUS
+    from influxdb_client.rest import ApiException
+
+    with InfluxDBClient(influx.url, influx.token, org=influx.org) as client:
+        write = client.write_api(write_options=SYNCHRONOUS)
+        with pytest.raises(ApiException, match="duplicate tags"):
+            write.write(influx.bucket, influx.org, "host,cluster=c,node=a,node=b load1=0.5 1")
+        write.write(influx.bucket, influx.org, "host,cluster=c,node=dup load1=0.5,load1=0.7 2")
+    rows = influx.query_rows(
+        f'from(bucket: "{influx.bucket}") |> range(start: 0) |> filter(fn: (r) => r.node == "dup")'
+    )
+    assert [row["_value"] for row in rows] == [0.7]
