@@ -39,17 +39,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
-import urllib3
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from influxdb_client import InfluxDBClient
 from influxdb_client.domain.dialect import Dialect
 from influxdb_client.rest import ApiException
-from influxdb_client.service.ping_service import PingService
 
 from flows.messages import ErrorRecord, WindowBatch, shard_of
 from flows.sources import shard_names
 from reflex.backoff import Backoff
 from reflex.clock_offset import ClockOffset
+from reflex.write_transport import observe_last_answer, probe_server_clock
 from schemas.frame import Frame
 
 _log = logging.getLogger(__name__)
@@ -206,7 +205,9 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
             and src.clock_offset.estimate() is None
             and self._backoff.ready()
         ):
-            self._probe_clock()
+            # A fresh start must not close windows early. Short: an unreachable server is the
+            # window query's to report and back off from.
+            probe_server_clock(self._client, src.clock_offset, timeout_s=2.0)
         now = src.now_ns()
         closed_until = (now - src.lag_ns) // src.window_ns * src.window_ns
         if src.stop_ns is not None:
@@ -357,30 +358,11 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
                 dialect=_DIALECT,
                 params={"bucket": self._source.settings.bucket, **params},
             )
-            self._observe_clock(sent_ns)  # the answer's headers are in; its body streams
+            if self._source.clock_offset is not None:  # the headers are in; the body streams
+                observe_last_answer(self._client, self._source.clock_offset, sent_ns)
             yield from rows
         finally:
             self.stats.query_seconds += time.monotonic() - began
-
-    def _probe_clock(self) -> None:
-        """One /ping before the first window: a fresh start must not close windows early.
-        Short (2 s): an unreachable server is the window query's to report and back off."""
-        sent_ns = self._source.clock()
-        try:
-            PingService(self._client.api_client).get_ping(_request_timeout=2.0)
-        except (ApiException, OSError, urllib3.exceptions.HTTPError):
-            return
-        self._observe_clock(sent_ns)
-
-    def _observe_clock(self, sent_ns: int) -> None:
-        offset = self._source.clock_offset
-        if offset is None:
-            return
-        response = self._client.api_client.last_response
-        raw = getattr(response, "urllib3_response", response)  # preloaded or streamed answers
-        headers = getattr(raw, "headers", None)
-        if headers is not None:
-            offset.observe(sent_ns, self._source.clock(), headers.get("Date"))
 
     def _retry_later(self, error: Exception) -> list[WindowBatch]:
         self.stats.failed_queries += 1

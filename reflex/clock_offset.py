@@ -89,10 +89,6 @@ class ClockOffset:
         with self._lock:
             return self._correction_ns
 
-    def now_ns(self) -> int:
-        """Local time, corrected."""
-        return self.wall() + self.correction_ns()
-
     def _intersection(self) -> tuple[int, int]:
         low = max(bound[0] for bound in self._bounds)
         high = min(bound[1] for bound in self._bounds)

@@ -89,8 +89,8 @@ class InfluxWriteTransport:
             )
         except (urllib3.exceptions.HTTPError, OSError) as error:
             return SendResult(NO_RESPONSE, f"{type(error).__name__}: {_short(error)}")
-        response = self._client.api_client.last_response
-        self._observe_clock(sent_ns, response.getheaders() if response is not None else None)
+        if self.clock_offset is not None:
+            observe_last_answer(self._client, self.clock_offset, sent_ns)
         return SendResult(204)
 
     def probe_clock(self, timeout_s: float = 2.0) -> bool:
@@ -98,15 +98,7 @@ class InfluxWriteTransport:
         False when InfluxDB does not answer (the first writes will measure instead)."""
         if self.clock_offset is None:
             return False
-        sent_ns = self._wall()
-        try:
-            _, _, headers = PingService(self._client.api_client).get_ping_with_http_info(
-                _request_timeout=timeout_s, _return_http_data_only=False
-            )
-        except (ApiException, urllib3.exceptions.HTTPError, OSError):
-            return False
-        self._observe_clock(sent_ns, headers)
-        return True
+        return probe_server_clock(self._client, self.clock_offset, timeout_s)
 
     def _wall(self) -> int:
         return self.clock_offset.wall() if self.clock_offset is not None else 0
@@ -119,6 +111,26 @@ class InfluxWriteTransport:
 
     def close(self) -> None:
         self._client.close()
+
+
+def probe_server_clock(client: InfluxDBClient, offset: ClockOffset, timeout_s: float) -> bool:
+    """One ``/ping`` (short timeout) whose ``Date`` feeds ``offset``; False without an answer."""
+    sent_ns = offset.wall()
+    try:
+        PingService(client.api_client).get_ping(_request_timeout=timeout_s)
+    except (ApiException, urllib3.exceptions.HTTPError, OSError):
+        return False
+    observe_last_answer(client, offset, sent_ns)
+    return True
+
+
+def observe_last_answer(client: InfluxDBClient, offset: ClockOffset, sent_ns: int) -> None:
+    """Feeds ``offset`` the ``Date`` of the client's last answer, read whole or streamed."""
+    response = client.api_client.last_response
+    raw = getattr(response, "urllib3_response", response)
+    headers = getattr(raw, "headers", None)
+    if headers is not None:
+        offset.observe(sent_ns, offset.wall(), headers.get("Date"))
 
 
 def parse_retry_after(value: object) -> float | None:
