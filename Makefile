@@ -8,4 +8,4 @@ test:
 	infra/test.sh
 
 lint:
-	infra/setup_venv.sh && .venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy .
+	infra/setup_venv.sh && .venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import psutil
 
-from collectors.agent import Agent
-from collectors.base import Collector
-from collectors.gpu import GpuCollector
-from collectors.host import HostCollector
-from collectors.kmsg import KmsgCollector
-from collectors.nic import NicCollector
-from collectors.nvml_fake import FakeNvml
+from reflex_localize.collectors.agent import Agent
+from reflex_localize.collectors.base import Collector
+from reflex_localize.collectors.gpu import GpuCollector
+from reflex_localize.collectors.host import HostCollector
+from reflex_localize.collectors.kmsg import KmsgCollector
+from reflex_localize.collectors.nic import NicCollector
+from reflex_localize.collectors.nvml_fake import FakeNvml
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 NOISE = "6,{seq},{usec},-;usb 1-1: device descriptor read/64, error -71"

@@ -12,10 +12,10 @@ import argparse
 import time
 from pathlib import Path
 
-from collectors.simulated import Simulation, load_scenario
-from flows.job_step import JobConfig
-from flows.runner import run_in_process
-from flows.sources import SimulatorSource
+from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.runner import run_in_process
+from reflex_localize.shell.simulated_source import SimulatorSource
+from reflex_localize.simulator import Simulation, load_scenario
 
 SCENARIO = Path(__file__).parent / "scenarios" / "benign_soak.toml"
 

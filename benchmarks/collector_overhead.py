@@ -16,15 +16,15 @@ import resource
 import time
 from pathlib import Path
 
-from collectors.agent import Agent
-from collectors.base import Collector
-from collectors.filesystems import FilesystemCollector
-from collectors.gpu import GpuCollector
-from collectors.host import HostCollector
-from collectors.kmsg import KmsgCollector
-from collectors.nic import NicCollector
-from collectors.nvml_fake import FakeNvml
-from schemas.codec import Point, encode_many
+from reflex_localize.collectors.agent import Agent
+from reflex_localize.collectors.base import Collector
+from reflex_localize.collectors.filesystems import FilesystemCollector
+from reflex_localize.collectors.gpu import GpuCollector
+from reflex_localize.collectors.host import HostCollector
+from reflex_localize.collectors.kmsg import KmsgCollector
+from reflex_localize.collectors.nic import NicCollector
+from reflex_localize.collectors.nvml_fake import FakeNvml
+from reflex_localize.schemas.codec import Point, encode_many
 
 FIXTURES = Path(__file__).parents[1] / "tests" / "fixtures"
 IB_FIXTURE = "nic (fixture: 3 HCA ports + 4 netdevs)"

@@ -24,12 +24,12 @@ import numpy as np
 from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 
-from collectors.simulated import Simulation, load_scenario
-from collectors.simulated.lineproto import frame_lines
-from collectors.simulated.scenario import scale_scenario
-from reflex.influxdb_server import InfluxServer, start_influxdb
+from reflex_localize.influx.local_server import InfluxServer, start_influxdb
+from reflex_localize.schemas.frame_codec import encode_frame
+from reflex_localize.simulator import Simulation, load_scenario
+from reflex_localize.simulator.scenario import scale_scenario
 
-CLI = [sys.executable, "-c", "from reflex.cli import main; main()", "flow"]
+CLI = [sys.executable, "-c", "from reflex_localize.shell.cli import main; main()", "flow"]
 SEEN_FLUX = """from(bucket: "reflex") |> range(start: -15m)
   |> filter(fn: (r) => r._measurement == "reflex_score" and r._field == "score")
   |> group() |> distinct(column: "_time")"""
@@ -51,7 +51,7 @@ def feed(server: InfluxServer, gpus: int, seconds: int, base_ns: int, stats: dic
             lines = []
             for frame in chunk:
                 frame.time_ns = frame.time_ns + offset
-                lines += frame_lines(frame)
+                lines += encode_frame(frame)
             for i in range(0, len(lines), 5000):
                 api.write("telemetry", server.org, "\n".join(lines[i : i + 5000]))
             stats["points"] = stats.get("points", 0) + len(lines)

@@ -18,12 +18,12 @@ from collections.abc import Iterator
 import psutil
 from bytewax.inputs import FixedPartitionedSource
 
-from collectors.simulated import Simulation, load_scenario
-from collectors.simulated.scenario import scale_scenario
-from flows.messages import ErrorRecord, WindowBatch
-from flows.runner import run_in_process
-from flows.sources import _split_windows, _WindowPartition, shard_names
-from schemas.frame import Frame
+from reflex_localize.flows.messages import ErrorRecord, WindowBatch
+from reflex_localize.flows.runner import run_in_process
+from reflex_localize.flows.sources import _WindowPartition, shard_names, split_windows
+from reflex_localize.schemas.frame import Frame
+from reflex_localize.simulator import Simulation, load_scenario
+from reflex_localize.simulator.scenario import scale_scenario
 
 
 class ScaledSimulation(FixedPartitionedSource[WindowBatch, int]):
@@ -44,7 +44,7 @@ class ScaledSimulation(FixedPartitionedSource[WindowBatch, int]):
     def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
         for frames in Simulation(self.scenario, seed=7).chunks(seconds=self.window_ns / 1e9):
             self.points += sum(len(f) for f in frames)
-            yield from _split_windows(frames, self.window_ns)
+            yield from split_windows(frames, self.window_ns)
 
 
 def main() -> None:

@@ -14,10 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from collectors.simulated import Simulation, load_scenario
-from collectors.simulated.lineproto import frame_lines
+from reflex_localize.schemas.frame_codec import encode_frame
+from reflex_localize.simulator import Simulation, load_scenario
 
-CLI = [sys.executable, "-c", "from reflex.cli import main; main()", "flow"]
+CLI = [sys.executable, "-c", "from reflex_localize.shell.cli import main; main()", "flow"]
 
 
 def run_flow(source: str, out: Path, processes: int, shards: int) -> float:
@@ -44,7 +44,7 @@ def main() -> None:
                 Simulation(load_scenario(args.scenario), args.seed).chunks(10.0)
             ):
                 for frame in chunk:
-                    lines = frame_lines(frame)
+                    lines = encode_frame(frame)
                     points += len(lines)
                     if number * 10 < args.file_seconds:
                         file_points += len(lines)

@@ -14,8 +14,8 @@ import argparse
 import time
 from collections import Counter
 
-from collectors.simulated import Simulation, load_scenario, scale_scenario
-from collectors.simulated.lineproto import frame_lines
+from reflex_localize.schemas.frame_codec import encode_frame
+from reflex_localize.simulator import Simulation, load_scenario, scale_scenario
 
 FLOW_TARGET_POINTS_PER_S = 150_000
 
@@ -46,7 +46,7 @@ def main() -> None:
     simulated_s = min(args.seconds, sim.duration_s)
 
     started = time.perf_counter()
-    encoded = sum(len(frame_lines(frame)) for frame in last_chunk)
+    encoded = sum(len(encode_frame(frame)) for frame in last_chunk)
     encode_s = time.perf_counter() - started
 
     rate = points / generate_s

@@ -14,7 +14,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from collectors.training_hook import TrainingHook
+from reflex_localize.collectors.training_hook import TrainingHook
 
 
 def measure(call: Callable[[], None], calls: int) -> list[float]:

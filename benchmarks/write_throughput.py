@@ -18,9 +18,9 @@ from pathlib import Path
 from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 
-from reflex.influxdb_server import InfluxServer, start_influxdb
-from reflex.writer import Writer
-from schemas.codec import Point, encode
+from reflex_localize.influx.local_server import InfluxServer, start_influxdb
+from reflex_localize.influx.writer import Writer
+from reflex_localize.schemas.codec import Point, encode
 
 START_NS = 1_700_000_000_000_000_000
 

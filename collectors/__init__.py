@@ -1,0 +1,4 @@
+"""The node agent: one collector per source, the training hook.
+
+Imports only schemas and influx.
+"""

@@ -7,13 +7,13 @@ run the agent emits one ``reflex_collector`` point with the run's duration, succ
 count and the collector's rejected records since start: points that broke the schema, plus the
 garbled source reads a collector counts itself (``parse_errors``, by source).
 
-With a :class:`~reflex.clock_offset.ClockOffset` (fed by the writer from InfluxDB's answers)
+With a :class:`~influx.clock_offset.ClockOffset` (fed by the writer from InfluxDB's answers)
 the self-metric also carries ``clock_offset_seconds``, and when the node's clock is known to be
 off by more than the tolerance, every point is stamped with the server's time instead: a clock
 30 s behind would otherwise make every point late for the flow, and the node look missing.
 The log says so once, with the offset, so the broken NTP gets fixed.
 
->>> from collectors.base import FixedClock
+>>> from reflex_localize.collectors.base import FixedClock
 >>> class Hello:
 ...     name, interval_s = "hello", 1.0
 ...     def collect(self, now_ns):
@@ -32,10 +32,17 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from collectors.base import BackgroundCollector, Clock, Collector, Emit, HardwareAbsent, SystemClock
-from reflex.clock_offset import ClockOffset
-from schemas.codec import Point, PointError, validate
-from schemas.contract import Schema, load_schema
+from reflex_localize.collectors.base import (
+    BackgroundCollector,
+    Clock,
+    Collector,
+    Emit,
+    HardwareAbsent,
+    SystemClock,
+)
+from reflex_localize.influx.clock_offset import ClockOffset
+from reflex_localize.schemas.codec import Point, PointError, validate
+from reflex_localize.schemas.contract import Schema, load_schema
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ points. It raises :class:`HardwareAbsent` when the thing it reads does not exist
 (no NVIDIA driver, no /sys/class/infiniband): the agent records that as a successful, empty run,
 not as a failure.
 
->>> from collectors.base import FixedClock, base_tags
+>>> from reflex_localize.collectors.base import FixedClock, base_tags
 >>> clock = FixedClock(1_700_000_000_000_000_000)
 >>> clock.time_ns(), base_tags("c1", "n1")
 (1700000000000000000, {'cluster': 'c1', 'node': 'n1'})
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from schemas.codec import Point
+from reflex_localize.schemas.codec import Point
 
 Emit = Callable[[list[Point]], None]
 

@@ -21,15 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collectors.base import base_tags, read_text
-from schemas.codec import Point
+from reflex_localize.collectors.base import base_tags, read_text
+from reflex_localize.collectors.settings import (
+    DEFAULT_MOUNTPOINTS,
+    LOCAL_FSTYPES,
+    CollectSettings,
+)
+from reflex_localize.schemas.codec import Point
 
 if TYPE_CHECKING:
-    from collectors.settings import CollectSettings
-    from reflex.config import Identity
-
-DEFAULT_MOUNTPOINTS = ("/", "/var", "/tmp", "/home", "/scratch", "/raid", "/data", "/local")
-LOCAL_FSTYPES = ("ext4", "ext3", "xfs", "btrfs", "zfs", "f2fs", "tmpfs", "overlay")
+    from reflex_localize.influx.config import Identity
 
 
 @dataclass(frozen=True)

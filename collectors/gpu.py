@@ -9,7 +9,7 @@ HardwareAbsent, which the agent counts as success.
 XIDs come from an NVML event set watched by :class:`XidWatcher` in a thread of its own, so
 each one is written when it happens rather than at the next interval.
 
->>> from collectors.nvml_fake import FakeNvml
+>>> from reflex_localize.collectors.nvml_fake import FakeNvml
 >>> collector = GpuCollector("c1", "n1", nvml=FakeNvml.h100_node(gpus=1))
 >>> sorted({p.measurement for p in collector.collect(0)})
 ['gpu', 'gpu_info', 'gpu_nvlink']
@@ -23,14 +23,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from collectors.base import Emit, HardwareAbsent, SystemClock, base_tags
-from collectors.nvml_api import Nvml, NvmlGpuLost, NvmlNotSupported, NvmlUnavailable, PynvmlApi
-from schemas.codec import FieldValue, Point
+from reflex_localize.collectors.base import Emit, HardwareAbsent, SystemClock, base_tags
+from reflex_localize.collectors.nvml_api import (
+    Nvml,
+    NvmlGpuLost,
+    NvmlNotSupported,
+    NvmlUnavailable,
+    PynvmlApi,
+)
+from reflex_localize.schemas.codec import FieldValue, Point
 
 if TYPE_CHECKING:
-    from collectors.settings import CollectSettings
-    from reflex.config import Identity
-from schemas.hardware_profiles import profile_for_gpu_name
+    from reflex_localize.collectors.settings import CollectSettings
+    from reflex_localize.influx.config import Identity
+from reflex_localize.schemas.hardware_profiles import profile_for_gpu_name
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

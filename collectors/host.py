@@ -32,12 +32,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from collectors.base import base_tags, read_text
-from schemas.codec import Point
+from reflex_localize.collectors.base import base_tags, read_text
+from reflex_localize.schemas.codec import Point
 
 if TYPE_CHECKING:
-    from collectors.settings import CollectSettings
-    from reflex.config import Identity
+    from reflex_localize.collectors.settings import CollectSettings
+    from reflex_localize.influx.config import Identity
 
 log = logging.getLogger(__name__)
 

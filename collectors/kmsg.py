@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collectors.base import HardwareAbsent, base_tags, read_text
-from schemas.codec import Point
+from reflex_localize.collectors.base import HardwareAbsent, base_tags, read_text
+from reflex_localize.schemas.codec import Point
 
 if TYPE_CHECKING:
-    from collectors.settings import CollectSettings
-    from reflex.config import Identity
+    from reflex_localize.collectors.settings import CollectSettings
+    from reflex_localize.influx.config import Identity
 
 KMSG_RECORD_BYTES = 8192  # a read shorter than the record fails with EINVAL
 

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collectors.base import base_tags, read_int, read_text
-from schemas.codec import Point
+from reflex_localize.collectors.base import base_tags, read_int, read_text
+from reflex_localize.schemas.codec import Point
 
 if TYPE_CHECKING:
-    from collectors.settings import CollectSettings
-    from reflex.config import Identity
+    from reflex_localize.collectors.settings import CollectSettings
+    from reflex_localize.influx.config import Identity
 
 DEFAULT_IGNORED_NETDEVS = r"^(lo|veth.*|docker\d+|br-.*|virbr\d+|cali.*|flannel\..*|cni\d+|ifb\d+)$"
 

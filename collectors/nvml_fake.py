@@ -11,7 +11,7 @@ XID event for ``wait_xid``. Values imitate an 8 x H100 SXM5 node.
 >>> nvml.memory_temperature(1)
 Traceback (most recent call last):
 ...
-collectors.nvml_api.NvmlNotSupported: memory_temperature
+reflex_localize.collectors.nvml_api.NvmlNotSupported: memory_temperature
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import queue
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from collectors.nvml_api import (
+from reflex_localize.collectors.nvml_api import (
     ClockDomain,
     NvlinkCounter,
     NvmlGpuLost,

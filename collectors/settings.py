@@ -1,6 +1,6 @@
 """The ``[collect]`` section of the Reflex config file, and which collectors exist.
 
->>> from reflex.config import section_as
+>>> from reflex_localize.influx.config import section_as
 >>> settings = section_as({"intervals": {"host_fs": 60}}, CollectSettings, where="[collect]")
 >>> settings.interval("host_fs", 30.0), settings.interval("host", 1.0)
 (60.0, 1.0)
@@ -10,21 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from collectors.filesystems import DEFAULT_MOUNTPOINTS, LOCAL_FSTYPES
+# Which filesystems the host_fs collector watches, unless the config says otherwise.
+DEFAULT_MOUNTPOINTS = ("/", "/var", "/tmp", "/home", "/scratch", "/raid", "/data", "/local")
+LOCAL_FSTYPES = ("ext4", "ext3", "xfs", "btrfs", "zfs", "f2fs", "tmpfs", "overlay")
 
-# name -> module whose ``build(identity, settings)`` makes the collector.
-COLLECTOR_MODULES = {
-    "host": "collectors.host",
-    "host_fs": "collectors.filesystems",
-    "nic": "collectors.nic",
-    "kmsg": "collectors.kmsg",
-    "gpu": "collectors.gpu",
-}
+# The collectors that exist, in the order they run (collectors/registry.py builds them).
+COLLECTOR_NAMES = ("host", "host_fs", "nic", "kmsg", "gpu")
 
 
 @dataclass(frozen=True)
 class CollectSettings:
-    enabled: tuple[str, ...] = tuple(COLLECTOR_MODULES)
+    enabled: tuple[str, ...] = COLLECTOR_NAMES
     intervals: dict[str, float] = field(default_factory=dict)
     proc_root: str = "/proc"
     sys_root: str = "/sys"
@@ -34,7 +30,7 @@ class CollectSettings:
     spool_dir: str = "/var/lib/reflex/spool"
     flush_interval_s: float = 5.0
     # Stamp points with InfluxDB's time when this node's clock is known to be off by more
-    # than the tolerance (see reflex/clock_offset.py); false: measure and report only.
+    # than the tolerance (see influx/clock_offset.py); false: measure and report only.
     clock_correction: bool = True
     clock_tolerance_s: float = 2.0
 

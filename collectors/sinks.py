@@ -1,7 +1,7 @@
 """Where the agent's points go: stdout as line protocol, or InfluxDB through the Writer.
 
 :class:`WriterSink` keeps network time off the collection loop: ``emit`` only appends to a
-bounded queue, and a thread of its own hands batches to ``reflex.writer.Writer`` and flushes
+bounded queue, and a thread of its own hands batches to ``influx.writer.Writer`` and flushes
 every ``flush_interval_s``, or at once when an event (an XID, a GPU lost) arrives. The
 Writer spools to disk while InfluxDB is away; the queue overflows only when the Writer itself
 is stuck, and what overflows is counted in ``dropped``.
@@ -23,8 +23,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from collectors.journal import Journal
-from schemas.codec import Point, PointError, encode, encode_many
+from reflex_localize.collectors.journal import Journal
+from reflex_localize.schemas.codec import Point, PointError, encode, encode_many
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class StdoutSink:
 
 
 class WriterSink:
-    """See the module docstring. ``writer`` is a ``reflex.writer.Writer`` or a test double."""
+    """See the module docstring. ``writer`` is a ``influx.writer.Writer`` or a test double."""
 
     def __init__(
         self,

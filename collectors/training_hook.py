@@ -7,7 +7,7 @@ full, or InfluxDB is slow or down past the retry buffer, records are dropped and
 :attr:`TrainingHook.stats`.
 
 Like the agent, the HTTP sink learns from InfluxDB's ``Date`` headers how far this node's clock
-is off (:mod:`reflex.clock_offset`); past the tolerance, records are stamped with the server's
+is off (:mod:`influx.clock_offset`); past the tolerance, records are stamped with the server's
 time, so a node with a broken clock does not look late or missing to the flow.
 
 Who this rank is comes from the arguments, else torch.distributed when it is initialized,
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import sys
 import threading
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reflex.clock_offset import ClockOffset
+from reflex_localize.influx.clock_offset import ClockOffset
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +289,7 @@ class TrainingHook:
             _, _, event_kind, message, code = record
             tags = f"cluster={_tag(self.cluster)},kind={_tag(event_kind)},node={_tag(self.node)}"
             fields = [
-                f"job={_string(info.job)}",
+                f"job={_string(writable_tag_value(info.job))}",  # as its train_step tag
                 f"rank={info.rank}i",
                 f"message={_string(message)}",
             ]
@@ -315,14 +316,37 @@ def _finite(value: float) -> bool:
     return value == value and value not in (float("inf"), float("-inf"))
 
 
-def _tag(value: str) -> str:
-    text = str(value).replace("\n", " ").replace("\r", " ").rstrip("\\") or "unknown"
-    return text.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
+# Line protocol, a copy of schemas/codec.py's rules (InfluxDB's models/points.go), kept here
+# so the hook needs nothing but the standard library; tests/test_hostile_tags.py holds the
+# two to byte-identical lines. Tag values are never backslash-escaped: InfluxDB unescapes
+# only "\,", "\ " and "\=" there and keeps every other backslash as it is.
+_KEY_ESCAPES = ((",", "\\,"), ("=", "\\="), (" ", "\\ "))
+_STRING_ESCAPES = (("\\", "\\\\"), ('"', '\\"'))
+# Where the codec refuses a value, the hook must not: it never raises into training, and its
+# identity tags are fixed for its whole life. So line breaks become spaces, and backslashes
+# that line protocol cannot carry (before a space, comma or equals sign, or at the end) go.
+_UNWRITABLE_BACKSLASHES = re.compile(r"\\+(?=[ ,=]|$)")
 
 
-def _string(value: str) -> str:
+def writable_tag_value(value: object) -> str:
+    """The tag value the hook writes for ``value``: ``value`` itself when the codec takes it."""
     text = str(value).replace("\n", " ").replace("\r", " ")
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return _UNWRITABLE_BACKSLASHES.sub("", text) or "unknown"
+
+
+def _tag(value: object) -> str:
+    return _escaped(writable_tag_value(value), _KEY_ESCAPES)
+
+
+def _string(value: object) -> str:
+    text = str(value).replace("\n", " ").replace("\r", " ")
+    return '"' + _escaped(text, _STRING_ESCAPES) + '"'
+
+
+def _escaped(text: str, table: tuple[tuple[str, str], ...]) -> str:
+    for raw, escaped in table:
+        text = text.replace(raw, escaped)
+    return text
 
 
 class HttpSink:
@@ -389,7 +413,7 @@ def http_sink_from_env(env: Mapping[str, str]) -> Sink:
     token = env.get("REFLEX_INFLUX_TOKEN", "")
     if not token and env.get("REFLEX_INFLUX_TOKEN_FILE"):
         try:
-            from reflex.config import read_token_file
+            from reflex_localize.influx.config import read_token_file
 
             token = read_token_file(Path(env["REFLEX_INFLUX_TOKEN_FILE"]))
         except Exception as error:

@@ -23,8 +23,8 @@ from influxdb_client.domain.task_update_request import TaskUpdateRequest
 from influxdb_client.rest import ApiException
 from influxdb_client.service.secrets_service import SecretsService
 
-from dashboards.flux_params import Duration, FluxValue, set_params
-from schemas.hardware_profiles import load_profiles
+from reflex_localize.influx.flux_literals import Duration, FluxValue, set_params
+from reflex_localize.schemas.hardware_profiles import load_profiles
 
 ALERTS_DIR = Path(__file__).parent / "alerts"
 WEBHOOK_SECRET = "reflex_alert_webhook_url"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-from dashboards.flux_parts import (
+from reflex_localize.dashboards.flux_parts import (
     bucket_constants,
     cluster_variable,
     events_annotation,
     pipe,
     select,
 )
-from dashboards.grafana_model import TELEMETRY, Json, dashboard, panel, row, target
+from reflex_localize.dashboards.grafana_model import TELEMETRY, Json, dashboard, panel, row, target
 
 # Throttle reasons that mean trouble (schema: gpu.clocks_event_reasons):
 # 0x8 HW slowdown | 0x20 SW thermal | 0x40 HW thermal | 0x80 power brake.

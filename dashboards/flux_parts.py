@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dashboards.grafana_model import (
+from reflex_localize.dashboards.grafana_model import (
     RESULTS,
     TELEMETRY,
     Json,

@@ -11,8 +11,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from dashboards import errors, fleet, job, node
-from dashboards.grafana_model import Json
+from reflex_localize.dashboards import errors, fleet, job, node
+from reflex_localize.dashboards.grafana_model import Json
 
 GRAFANA_DIR = Path(__file__).parent / "grafana"
 BUILDERS: dict[str, Callable[[], Json]] = {

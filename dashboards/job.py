@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboards.flux_parts import (
+from reflex_localize.dashboards.flux_parts import (
     bucket_constants,
     cluster_variable,
     events,
@@ -11,7 +11,7 @@ from dashboards.flux_parts import (
     pipe,
     select,
 )
-from dashboards.grafana_model import (
+from reflex_localize.dashboards.grafana_model import (
     RESULTS,
     SCORE_STEPS,
     SEVERITY_STEPS,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboards.flux_parts import (
+from reflex_localize.dashboards.flux_parts import (
     bucket_constants,
     cluster_variable,
     events_annotation,
@@ -11,7 +11,7 @@ from dashboards.flux_parts import (
     select,
     signal_variable,
 )
-from dashboards.grafana_model import (
+from reflex_localize.dashboards.grafana_model import (
     RESULTS,
     SCORE_STEPS,
     TELEMETRY,
@@ -22,7 +22,7 @@ from dashboards.grafana_model import (
     row,
     target,
 )
-from schemas.contract import Schema, load_schema
+from reflex_localize.schemas.contract import Schema, load_schema
 
 # Signals worth a panel, by measurement: gauges drawn as they are, counters as per-second rates.
 # Units, help texts and tags come from the schema.

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from schemas.contract import Schema, load_schema
+from reflex_localize.schemas.contract import Schema, load_schema
 
 _COLUMN = r'r(?:\.(?P<{g}>_measurement|_field)|\["(?P<{g}b>_measurement|_field)"\])'
 _COMPARISON = re.compile(_COLUMN.format(g="col") + r'\s*[!=]=\s*"(?P<name>[^"\\]*)"')

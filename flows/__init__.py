@@ -1,0 +1,4 @@
+"""The localization dataflow, its sources and sinks.
+
+Imports only schemas and influx.
+"""

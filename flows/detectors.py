@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from flows.signals import factorize
+from reflex_localize.flows.signals import factorize
 
 MAD_TO_SIGMA = 1.4826
 

@@ -6,7 +6,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
-from schemas.codec import Point
+from reflex_localize.schemas.codec import Point
 
 SEVERITY = {"info": 1, "warning": 2, "critical": 3}
 NO_HARDWARE = "none"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from flows.events import LocalizationEvent, Suspect, event_id, recommend_action
-from flows.messages import ExplicitEvent
+from reflex_localize.flows.events import LocalizationEvent, Suspect, event_id, recommend_action
+from reflex_localize.flows.messages import ExplicitEvent
 
 
 def cascade_summary(recent: list[ExplicitEvent]) -> dict:

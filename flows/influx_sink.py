@@ -1,6 +1,6 @@
 """The production sink: scores, baselines and events written back to InfluxDB's results bucket.
 
-Every worker writes through its own :class:`reflex.writer.Writer`, synchronously: a batch is
+Every worker writes through its own :class:`influx.writer.Writer`, synchronously: a batch is
 in InfluxDB, or fsync'd in the worker's spool, before ``write_batch`` returns, because Bytewax
 does not call ``close()`` on an abrupt shutdown. A spool left by a killed worker is replayed by
 the next writer started on the same directory.
@@ -26,18 +26,17 @@ from typing import Any
 from bytewax.connectors.files import FileSink
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
 
-from flows.events import LocalizationEvent
-from flows.localize import FlowSinks, SinkSpec
-from flows.sinks import error_json
-from reflex.writer import Writer
-from schemas.codec import Point
+from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.sinks import FlowSinks, SinkSpec, error_json
+from reflex_localize.influx.writer import Writer
+from reflex_localize.schemas.codec import Point
 
 _log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class InfluxSinkSettings:
-    """Where results go. The token comes from :mod:`reflex.config`, never a file in the repo."""
+    """Where results go. The token comes from :mod:`influx.config`, never a file in the repo."""
 
     url: str
     token: str = field(repr=False)

@@ -21,11 +21,12 @@ windows at once rather than once a window.)
 The resume state is a plain time cursor: the end of the last window the partition read.
 
 "The wall clock" is the flow host's, corrected by InfluxDB's when it is known to be off by more
-than 2 s (``measure_server_clock``, on in production; :mod:`reflex.clock_offset` reads the
+than 2 s (``measure_server_clock``, on in production; :mod:`influx.clock_offset` reads the
 ``Date`` of every answer): a flow host running 30 s ahead would otherwise close every window
 before its data arrived, and see every node missing.
 
->>> source = InfluxSource(InfluxQuerySettings("http://127.0.0.1:8086", "token"), n_shards=4)
+>>> settings = InfluxSettings(url="http://127.0.0.1:8086", token="token")
+>>> source = InfluxSource(settings, n_shards=4)
 >>> source.list_parts()
 ['shard-0', 'shard-1', 'shard-2', 'shard-3']
 """
@@ -35,32 +36,27 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
-from influxdb_client import InfluxDBClient
-from influxdb_client.domain.dialect import Dialect
 from influxdb_client.rest import ApiException
 
-from flows.messages import ErrorRecord, WindowBatch, shard_of
-from flows.sources import shard_names
-from reflex.backoff import Backoff
-from reflex.clock_offset import ClockOffset
-from reflex.write_transport import observe_last_answer, probe_server_clock
-from schemas.frame import Frame
+from reflex_localize.flows.messages import ErrorRecord, WindowBatch, shard_of
+from reflex_localize.flows.sources import shard_names
+from reflex_localize.influx.backoff import Backoff
+from reflex_localize.influx.clock_offset import ClockOffset
+from reflex_localize.influx.config import InfluxSettings
+from reflex_localize.influx.reader import FluxQueryError, FluxReader, frames_from_csv, parse_times
+from reflex_localize.influx.write_transport import observe_last_answer, probe_server_clock
+from reflex_localize.schemas.frame import Frame
 
 _log = logging.getLogger(__name__)
 
+# A window of a large fleet takes seconds to read back (a poll, not a write).
+QUERY_TIMEOUT_S = 30.0
 LATE_REASON = "late point: written after its window closed (beyond the source lag)"
-_DIALECT = Dialect(
-    header=True,
-    delimiter=",",
-    comment_prefix="#",
-    annotations=["datatype", "group"],
-    date_time_format="RFC3339Nano",
-)
 # Parameters are bound (``params=``), never spliced into the text. The node set is a regular
 # expression compiled on the server: unlike ``contains(set:)``, a regex filter on a tag is
 # pushed down to the storage engine (measured: 0.6 s against 19 s for 128 nodes).
@@ -84,25 +80,11 @@ from(bucket: bucket)
   |> group()
   |> aggregateWindow(every: duration(v: every), fn: sum, createEmpty: false, timeSrc: "_start")
 """
-_SKIPPED_COLUMNS = frozenset({"", "result", "table", "_start", "_stop", "_time", "_measurement"})
 _REGEX_SPECIALS = frozenset("\\.+*?()|[]{}^$")
 
 
 class InfluxSourceError(RuntimeError):
     """InfluxDB refuses the source's configuration (token, org, bucket); retrying cannot help."""
-
-
-@dataclass(frozen=True)
-class InfluxQuerySettings:
-    """Where to read telemetry from. The token comes from :mod:`reflex.config`, never a file."""
-
-    url: str
-    token: str = field(repr=False)
-    org: str = "reflex"
-    bucket: str = "telemetry"
-    timeout_s: float = 30.0
-    verify_ssl: bool = True
-    ssl_ca_cert: str | None = None
 
 
 @dataclass
@@ -127,7 +109,7 @@ class InfluxSource(FixedPartitionedSource[WindowBatch, int]):
 
     def __init__(
         self,
-        settings: InfluxQuerySettings,
+        settings: InfluxSettings,
         *,
         n_shards: int = 4,
         window_seconds: float = 10.0,
@@ -178,16 +160,8 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         self._source, self._shard = source, shard
         self._index = int(shard.rsplit("-", 1)[1])
         self._cursor = cursor_ns
-        s = source.settings
-        self._client = InfluxDBClient(
-            s.url,
-            s.token,
-            org=s.org,
-            timeout=int(s.timeout_s * 1000),
-            verify_ssl=s.verify_ssl,
-            ssl_ca_cert=s.ssl_ca_cert,
-        )
-        self._query = self._client.query_api()
+        self._reader = FluxReader(source.settings)
+        self._client = self._reader.client
         self._backoff = Backoff(initial_s=1.0, max_s=30.0)
         self._awake: datetime | None = None
         self._pattern = ""
@@ -229,6 +203,8 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
             return self._retry_later(error)
         except OSError as error:  # refused, reset, timed out: urllib3 errors are OSErrors
             return self._retry_later(error)
+        except FluxQueryError as error:
+            raise InfluxSourceError(f"InfluxDB at {src.settings.url}: {error}") from None
         self._backoff.succeeded()
         self._cursor = stop
         # Still behind: poll again at once. Caught up: sleep until the next window closes.
@@ -242,7 +218,7 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         return self._cursor
 
     def close(self) -> None:
-        self._client.close()
+        self._reader.close()
 
     # ---- reading --------------------------------------------------------------------------
 
@@ -353,11 +329,7 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         self.stats.queries += 1
         try:
             sent_ns = self._source.clock()
-            rows = self._query.query_csv(
-                flux,
-                dialect=_DIALECT,
-                params={"bucket": self._source.settings.bucket, **params},
-            )
+            rows = self._reader.csv(flux, {"bucket": self._source.settings.bucket, **params})
             if self._source.clock_offset is not None:  # the headers are in; the body streams
                 observe_last_answer(self._client, self._source.clock_offset, sent_ns)
             yield from rows
@@ -383,84 +355,6 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         return max(next_close, now + int(self._backoff.wait_s() * 1e9))
 
 
-# ---- annotated CSV to frames ----------------------------------------------------------------
-
-
-def frames_from_csv(rows: Iterable[list[str]]) -> Iterator[Frame]:
-    """Frames from a pivoted Flux result in annotated CSV.
-
-    Each block of the CSV has one column set; rows whose fields are all present become one
-    frame per measurement, rows with gaps one frame per set of present fields (a frame has one
-    field set, see :class:`Frame`).
-    """
-    datatypes: list[str] = []
-    groups: list[str] = []
-    header: list[str] = []
-    block: list[list[str]] = []
-    for row in rows:
-        if not row:
-            continue
-        first = row[0]
-        if first == "#datatype":
-            yield from _block_frames(header, datatypes, groups, block)
-            datatypes, header, block = row, [], []
-        elif first == "#group":
-            groups = row
-        elif not header:
-            header = row
-            if "error" in header and "reference" in header:
-                raise InfluxSourceError("the query failed mid-stream")
-        else:
-            block.append(row)
-    yield from _block_frames(header, datatypes, groups, block)
-
-
-def _block_frames(
-    header: list[str], datatypes: list[str], groups: list[str], block: list[list[str]]
-) -> Iterator[Frame]:
-    if not block:
-        return
-    columns = list(zip(*block, strict=True))
-    at = {name: i for i, name in enumerate(header)}
-    measurements = np.array(columns[at["_measurement"]], dtype=object)
-    times = _parse_times(columns[at["_time"]])
-    tag_names = [
-        n for i, n in enumerate(header) if groups[i] == "true" and n not in _SKIPPED_COLUMNS
-    ]
-    field_names = [
-        n for i, n in enumerate(header) if groups[i] != "true" and n not in _SKIPPED_COLUMNS
-    ]
-    raw = {n: np.array(columns[at[n]], dtype=object) for n in field_names}
-    present = np.array([raw[n] != "" for n in field_names]).reshape(len(field_names), -1)
-    for measurement in np.unique(measurements).tolist():
-        mine = measurements == measurement
-        patterns, inverse = np.unique(present[:, mine], axis=1, return_inverse=True)
-        for p in range(patterns.shape[1]):
-            rows = np.flatnonzero(mine)[inverse.reshape(-1) == p]
-            names = [n for n, has in zip(field_names, patterns[:, p], strict=True) if has]
-            if not names:
-                continue
-            fields = {n: _typed(raw[n][rows], datatypes[at[n]]) for n in names}
-            tags = {n: np.array(columns[at[n]], dtype=object)[rows] for n in tag_names}
-            yield Frame(measurement, times[rows], tags, fields)
-
-
-def _typed(cells: np.ndarray, datatype: str) -> np.ndarray:
-    if datatype == "double":
-        return cells.astype(np.float64)
-    if datatype in ("long", "unsignedLong"):
-        return cells.astype(np.int64)
-    if datatype == "boolean":
-        return cells == "true"
-    return cells.astype(str).astype(object)
-
-
-def _parse_times(cells: tuple[str, ...]) -> np.ndarray:
-    """RFC3339 (UTC, ``Z``) to int64 ns; numpy parses ISO 8601 without the zone suffix."""
-    stripped = np.array([c[:-1] if c.endswith("Z") else c for c in cells])
-    return stripped.astype("datetime64[ns]").astype(np.int64)
-
-
 def _window_counts(rows: Iterable[list[str]], window_ns: int) -> Iterator[tuple[int, int]]:
     header: list[str] = []
     for row in rows:
@@ -470,7 +364,7 @@ def _window_counts(rows: Iterable[list[str]], window_ns: int) -> Iterator[tuple[
             header = row
             continue
         record = dict(zip(header, row, strict=True))
-        start = int(_parse_times((record["_time"],))[0])
+        start = int(parse_times((record["_time"],))[0])
         yield start // window_ns, int(record["_value"])
 
 

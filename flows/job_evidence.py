@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from flows.detectors import evidence_strength, peer_deviation
-from flows.events import Evidence
-from flows.messages import ExplicitEvent, JobWindow, RankInfo
-from flows.shard_step import FLOORS
-from flows.signals import SIGNAL_NAMES, SIGNALS, STEP_SIGNAL, factorize
+from reflex_localize.flows.detectors import evidence_strength, peer_deviation
+from reflex_localize.flows.events import Evidence
+from reflex_localize.flows.messages import ExplicitEvent, JobWindow, RankInfo
+from reflex_localize.flows.shard_step import FLOORS
+from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, STEP_SIGNAL, factorize
 
 DIRECTION = np.array([SIGNALS[name].direction for name in SIGNAL_NAMES], dtype=np.float64)
 EXPLICIT_EVIDENCE = {"critical": 6.0, "warning": 2.0}

@@ -12,17 +12,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from flows.detectors import CompoundScore
-from flows.events import LocalizationEvent, Suspect
-from flows.explain import describe, stage_pattern
-from flows.job_evidence import EvidenceBook
-from flows.liveness import LivenessTracker
-from flows.messages import ErrorRecord, ExplicitEvent, JobWindow, RankInfo, shard_of
-from flows.signals import SIGNAL_NAMES
-from flows.thresholds import threshold_events
-from flows.triggers import HangDetector, StepRegression
-from schemas.codec import Point
-from schemas.hardware_profiles import load_profiles
+from reflex_localize.flows.detectors import CompoundScore
+from reflex_localize.flows.events import LocalizationEvent, Suspect
+from reflex_localize.flows.explain import describe, stage_pattern
+from reflex_localize.flows.job_evidence import EvidenceBook
+from reflex_localize.flows.liveness import LivenessTracker
+from reflex_localize.flows.messages import ErrorRecord, ExplicitEvent, JobWindow, RankInfo, shard_of
+from reflex_localize.flows.signals import SIGNAL_NAMES
+from reflex_localize.flows.thresholds import threshold_events
+from reflex_localize.flows.triggers import HangDetector, StepRegression
+from reflex_localize.schemas.codec import Point
+from reflex_localize.schemas.hardware_profiles import load_profiles
 
 RECENT_WINDOWS = 3  # evidence this recent makes an entity a current suspect
 _DEFAULT_PROFILE = "h100-sxm5-80gb"

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from flows.messages import ExplicitEvent, JobWindow
+from reflex_localize.flows.messages import ExplicitEvent, JobWindow
 
 MEANING = "node sent no telemetry for {windows} windows while its job runs"
 ACTION = "check the node is up and its agent runs; drain it if it is down"

@@ -3,28 +3,25 @@
 The same flow runs whatever feeds it (simulator, line-protocol replay, InfluxDB) and wherever
 it runs (in-process, ``-w``/``-p`` on one host, a Bytewax cluster across hosts).
 
-Run it under ``python -m bytewax.run "flows.localize:flow_from_env()"`` with the environment
-of :mod:`flows.wiring`, or through ``reflex localize`` / ``reflex flow``.
+The shell runs it: ``reflex localize`` in-process, ``reflex flow`` under ``python -m bytewax.run``
+(see :mod:`reflex_localize.shell.flow_wiring`).
 """
 
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow
 from bytewax.inputs import Source
 from bytewax.operators import StatefulLogic
-from bytewax.outputs import Sink
 
-from flows.job_step import JobConfig, JobState
-from flows.messages import ErrorRecord, JobWindow, WindowBatch
-from flows.shard_step import ShardConfig, ShardState
+from reflex_localize.flows.job_step import JobConfig, JobState
+from reflex_localize.flows.messages import ErrorRecord, JobWindow, WindowBatch
+from reflex_localize.flows.shard_step import ShardConfig, ShardState
+from reflex_localize.flows.sinks import FlowSinks
 
 Routed = tuple[str, Any]  # (route, item): route is "event", "points", "error" or a job name
 
@@ -79,27 +76,6 @@ class _JobLogic(StatefulLogic[JobWindow, Routed, JobState]):
 
     def snapshot(self) -> JobState:
         return copy.deepcopy(self.state)
-
-
-def _same(item: Any) -> Any:
-    return item
-
-
-@dataclass
-class SinkSpec:
-    """A sink and how an output item is shaped for it (a file sink takes strings)."""
-
-    sink: Sink
-    shape: Callable[[Any], Any] = _same
-
-
-@dataclass
-class FlowSinks:
-    """Where each output goes: events, points (scores and baselines) and errors."""
-
-    events: SinkSpec
-    points: SinkSpec | None = None
-    errors: SinkSpec | None = None
 
 
 def build_flow(
@@ -163,27 +139,3 @@ def _shaped(shape: Callable[[Any], Any]) -> Callable[[Routed], Routed]:
         return routed[0], shape(routed[1])
 
     return apply
-
-
-def flow_from_env() -> Dataflow:
-    """For ``python -m bytewax.run "flows.localize:flow_from_env()"``; see flows/wiring.py."""
-    from flows.wiring import sinks_from_env, source_from_env
-
-    window = float(os.environ.get("REFLEX_WINDOW_SECONDS", "10"))
-    cluster = os.environ.get("REFLEX_CLUSTER", "sim")
-    config = JobConfig(window_seconds=window, cluster=cluster)
-    if os.environ.get("REFLEX_SOURCE") == "influx":
-        # Live partitions poll the same windows in step; one that falls this far behind is
-        # down, and the job goes on without it (its late windows go to the error stream).
-        config.max_pending_windows = int(os.environ.get("REFLEX_MAX_PENDING_WINDOWS", "12"))
-    if os.environ.get("REFLEX_WEIGHTS"):  # weights refit by `reflex fit`
-        from flows.fit import load_weights
-
-        config.weights = load_weights(Path(os.environ["REFLEX_WEIGHTS"]))
-    return build_flow(
-        source_from_env(window),
-        sinks_from_env(),
-        window_seconds=window,
-        cluster=cluster,
-        job_config=config,
-    )

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas.frame import Frame
+from reflex_localize.schemas.frame import Frame
 
 CASCADE_KINDS = frozenset({"nccl_timeout", "process_exit"})
 

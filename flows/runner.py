@@ -10,12 +10,12 @@ from typing import Any
 from bytewax.inputs import Source
 from bytewax.testing import run_main
 
-from flows.events import LocalizationEvent
-from flows.job_step import JobConfig
-from flows.localize import build_flow
-from flows.messages import ErrorRecord
-from flows.sinks import callback_sinks
-from schemas.codec import Point
+from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.localize import build_flow
+from reflex_localize.flows.messages import ErrorRecord
+from reflex_localize.flows.sinks import callback_sinks
+from reflex_localize.schemas.codec import Point
 
 
 @dataclass

@@ -10,12 +10,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from flows.detectors import LongitudinalBaseline
-from flows.messages import ErrorRecord, ExplicitEvent, JobWindow, RankInfo, StepRows, WindowBatch
-from flows.signals import SIGNAL_NAMES, SIGNALS, CounterMemory, derive
-from schemas.codec import Point
-from schemas.frame import Frame, validate_frame
-from schemas.hardware_profiles import load_profiles
+from reflex_localize.flows.detectors import LongitudinalBaseline
+from reflex_localize.flows.messages import (
+    ErrorRecord,
+    ExplicitEvent,
+    JobWindow,
+    RankInfo,
+    StepRows,
+    WindowBatch,
+)
+from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, CounterMemory, derive
+from reflex_localize.schemas.codec import Point
+from reflex_localize.schemas.frame import Frame, validate_frame
+from reflex_localize.schemas.hardware_profiles import load_profiles
 
 FLOORS = np.array([SIGNALS[name].floor for name in SIGNAL_NAMES])
 _EVENT_COMPONENT = {

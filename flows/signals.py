@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas.frame import Frame
-from schemas.hardware_profiles import load_profiles
+from reflex_localize.schemas.frame import Frame
+from reflex_localize.schemas.hardware_profiles import load_profiles
 
 # Clocks-event reason bits (nvmlDeviceGetCurrentClocksEventReasons).
 HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, POWER_BRAKE = 0x8, 0x20, 0x40, 0x80

@@ -4,17 +4,37 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from bytewax.connectors.files import FileSink
-from bytewax.outputs import DynamicSink, StatelessSinkPartition
+from bytewax.outputs import DynamicSink, Sink, StatelessSinkPartition
 
-from flows.events import LocalizationEvent
-from flows.localize import FlowSinks, SinkSpec
-from flows.messages import ErrorRecord
-from schemas.codec import Point, encode
+from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.messages import ErrorRecord
+from reflex_localize.schemas.codec import Point, encode
+
+
+def _same(item: Any) -> Any:
+    return item
+
+
+@dataclass
+class SinkSpec:
+    """A sink and how an output item is shaped for it (a file sink takes strings)."""
+
+    sink: Sink
+    shape: Callable[[Any], Any] = _same
+
+
+@dataclass
+class FlowSinks:
+    """Where each output goes: events, points (scores and baselines) and errors."""
+
+    events: SinkSpec
+    points: SinkSpec | None = None
+    errors: SinkSpec | None = None
 
 
 def event_json(event: LocalizationEvent) -> str:

@@ -7,15 +7,15 @@ epoch (``time_ns // window_ns``) so every source cuts the same windows from the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
-from flows.messages import ErrorRecord, WindowBatch, shard_of
-from schemas.codec import Point, PointError, decode
-from schemas.frame import Frame, frames_from_points
+from reflex_localize.flows.messages import ErrorRecord, WindowBatch, shard_of
+from reflex_localize.schemas.codec import Point, PointError, decode
+from reflex_localize.schemas.frame import Frame, frames_from_points
 
 
 def shard_names(n_shards: int) -> list[str]:
@@ -129,42 +129,30 @@ class MemorySource(WindowedSource):
             yield window, frames, []
 
 
-def simulated_windows(
-    sim: object, window_seconds: float = 10.0
-) -> Iterator[tuple[int, list[Frame]]]:
-    """A simulation's frames cut into epoch-aligned windows."""
-    window_ns = int(window_seconds * 1e9)
-    for frames in sim.chunks(seconds=window_seconds):  # type: ignore[attr-defined]
-        for window, window_frames, _ in _split_windows(frames, window_ns):
-            yield window, window_frames
+class ChunkSource(WindowedSource):
+    """Frames from a generator of chunks (the simulator's), cut into epoch-aligned windows.
 
-
-class SimulatorSource(WindowedSource):
-    """The in-process simulator, one full (deterministic) simulation per partition."""
+    ``chunks(window_seconds)`` is called once per partition and must give every partition
+    the same frames in the same order (a deterministic simulation); each partition keeps
+    the rows of its own shard. The shell hands the simulator in this way, so the flow
+    never imports it.
+    """
 
     def __init__(
         self,
-        scenario: str,
-        seed: int = 7,
+        chunks: Callable[[float], Iterable[list[Frame]]],
         n_shards: int = 1,
         window_seconds: float = 10.0,
-        scale: int | None = None,
     ) -> None:
-        self.scenario, self.seed, self.n_shards = scenario, seed, n_shards
-        self.window_ns, self.scale = int(window_seconds * 1e9), scale
+        self.chunks, self.n_shards = chunks, n_shards
+        self.window_ns = int(window_seconds * 1e9)
 
     def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
-        from collectors.simulated import Simulation, load_scenario, scale_scenario
-
-        scenario = load_scenario(self.scenario)
-        if self.scale is not None:
-            scenario = scale_scenario(scenario, self.scale)
-        sim = Simulation(scenario, seed=self.seed)
-        for frames in sim.chunks(seconds=self.window_ns / 1e9):
-            yield from _split_windows(frames, self.window_ns)
+        for frames in self.chunks(self.window_ns / 1e9):
+            yield from split_windows(frames, self.window_ns)
 
 
-def _split_windows(
+def split_windows(
     frames: list[Frame], window_ns: int
 ) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
     by_window: dict[int, list[Frame]] = {}

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from flows.events import Evidence, LocalizationEvent, Suspect, event_id, recommend_action
-from flows.messages import ExplicitEvent
-from flows.signals import SIGNAL_INDEX
-from schemas.hardware_profiles import load_profiles
+from reflex_localize.flows.events import (
+    Evidence,
+    LocalizationEvent,
+    Suspect,
+    event_id,
+    recommend_action,
+)
+from reflex_localize.flows.messages import ExplicitEvent
+from reflex_localize.flows.signals import SIGNAL_INDEX
+from reflex_localize.schemas.hardware_profiles import load_profiles
 
 # signal -> fixed limit on its window value (rates per second, fractions 0-1).
 FIXED_LIMITS = {

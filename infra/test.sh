@@ -8,7 +8,7 @@ infra/apt_packages.sh
 REFLEX_INFLUXD="$(infra/build_influxdb.sh)"
 export REFLEX_INFLUXD
 .venv/bin/ruff check .
-.venv/bin/mypy .
+.venv/bin/mypy
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

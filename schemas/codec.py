@@ -4,7 +4,7 @@ Every point that leaves a collector or a flow passes :func:`validate`. It catche
 influxdb-client would otherwise swallow (a NaN field is silently dropped there) or what the
 server would reject later (a field changing type), and names the measurement and field.
 
->>> from schemas.codec import Point, encode, decode
+>>> from reflex_localize.schemas.codec import Point, encode, decode
 >>> p = Point("gpu", {"cluster": "c1", "node": "n 1", "gpu": "0", "profile": "h100-sxm5-80gb"},
 ...           {"power_watts": 512.5, "sm_clock_mhz": 1980}, 1_700_000_000_000_000_000)
 >>> print(encode(p).replace(" power", "\\n   power"))
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from schemas.contract import Schema, load_schema
+from reflex_localize.schemas.contract import Schema, load_schema
 
 FieldValue = float | int | bool | str
 MAX_TIME_NS = 2**63 - 2  # InfluxDB refuses 2**63 - 1 ("time outside range")
@@ -57,11 +57,7 @@ def validate(point: Point, schema: Schema | None = None) -> Point:
         raise PointError("undeclared measurement", name)
     spec = schema.measurements[name]
     for tag in spec.tags:
-        value = point.tags.get(tag)
-        if not isinstance(value, str) or not value:
-            raise PointError("missing or empty tag", name, tag)
-        if "\n" in value or "\r" in value or _UNWRITABLE_BACKSLASH.search(value):
-            raise PointError(f"tag value {value!r} cannot be written in line protocol", name, tag)
+        checked_tag_value(point.tags.get(tag), name, tag)
     for tag in point.tags:
         if tag not in spec.tags:
             raise PointError("undeclared tag", name, tag)
@@ -72,14 +68,26 @@ def validate(point: Point, schema: Schema | None = None) -> Point:
         declared = spec.fields.get(key)
         if declared is None:
             raise PointError("undeclared field", name, key)
-        fields[key] = _checked_value(field_value, declared.type, name, key)
+        fields[key] = checked_value(field_value, declared.type, name, key)
     time_ns = point.time_ns
     if not isinstance(time_ns, int) or isinstance(time_ns, bool) or not 0 <= time_ns <= MAX_TIME_NS:
         raise PointError(f"timestamp {time_ns!r} is not an int of ns in [0, {MAX_TIME_NS}]", name)
     return Point(name, dict(point.tags), fields, point.time_ns)
 
 
-def _checked_value(value: object, declared: str, measurement: str, key: str) -> FieldValue:
+def checked_tag_value(value: object, measurement: str, tag: str) -> str:
+    """Returns ``value`` if line protocol can carry it as a tag value; raises PointError."""
+    if not isinstance(value, str) or not value:
+        raise PointError("missing or empty tag", measurement, tag)
+    if "\n" in value or "\r" in value or _UNWRITABLE_BACKSLASH.search(value):
+        raise PointError(
+            f"tag value {value!r} cannot be written in line protocol", measurement, tag
+        )
+    return value
+
+
+def checked_value(value: object, declared: str, measurement: str, key: str) -> FieldValue:
+    """Returns a field value of the ``declared`` type (ints made floats); raises PointError."""
     if declared == "float":
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise PointError(f"expected float, got {type(value).__name__}", measurement, key)
@@ -103,37 +111,69 @@ def _checked_value(value: object, declared: str, measurement: str, key: str) -> 
     return value
 
 
-# InfluxDB's own escape sets (models/points.go): a backslash itself is never escaped in
-# measurements, tag keys, tag values and field keys; only in string field values.
+# InfluxDB's own escape sets (models/points.go), the one definition in Reflex: the frame
+# encoder (schemas/frame_codec.py) uses these functions, and the training hook, which may only
+# import the standard library, carries a copy that tests/test_hostile_tags.py holds to them.
+# A backslash itself is never escaped in measurements, tag keys, tag values and field keys;
+# only in string field values, where it goes first so the escapes it adds stay single.
+MEASUREMENT_ESCAPES = ((",", "\\,"), (" ", "\\ "))
+KEY_ESCAPES = ((",", "\\,"), ("=", "\\="), (" ", "\\ "))  # tag keys and values, field keys
+STRING_ESCAPES = (("\\", "\\\\"), ('"', '\\"'))
+
+
+def _escaped(text: str, table: tuple[tuple[str, str], ...]) -> str:
+    for raw, escaped in table:
+        text = text.replace(raw, escaped)
+    return text
+
+
 # Cached because names and tag values are few (low cardinality by design) and encoding is hot.
 @lru_cache(maxsize=1 << 16)
-def _escape_key(text: str) -> str:
-    return text.replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
+def escape_key(text: str) -> str:
+    """A tag key, tag value or field key as line protocol writes it."""
+    return _escaped(text, KEY_ESCAPES)
 
 
 @lru_cache(maxsize=1 << 10)
-def _escape_measurement(text: str) -> str:
-    return text.replace(",", "\\,").replace(" ", "\\ ")
+def escape_measurement(text: str) -> str:
+    return _escaped(text, MEASUREMENT_ESCAPES)
 
 
-def _format_value(value: FieldValue) -> str:
+# One formatter per field type; the frame encoder maps them over whole columns.
+def format_float(value: float) -> str:
+    return repr(value)  # the shortest text that reads back as the same float
+
+
+def format_int(value: int) -> str:
+    return f"{value}i"
+
+
+def format_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def format_string(text: str) -> str:
+    return '"' + _escaped(text, STRING_ESCAPES) + '"'
+
+
+def format_value(value: FieldValue) -> str:
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return format_bool(value)
     if isinstance(value, int):
-        return f"{value}i"
+        return format_int(value)
     if isinstance(value, float):
-        return repr(value)
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return format_float(value)
+    return format_string(value)
 
 
 def encode(point: Point, schema: Schema | None = None) -> str:
     """One line of line protocol for a point, after validating it."""
     point = validate(point, schema)
-    head = _escape_measurement(point.measurement)
+    head = escape_measurement(point.measurement)
     tags = "".join(
-        f",{_escape_key(key)}={_escape_key(point.tags[key])}" for key in sorted(point.tags)
+        f",{escape_key(key)}={escape_key(point.tags[key])}" for key in sorted(point.tags)
     )
-    fields = ",".join(f"{_escape_key(key)}={_format_value(v)}" for key, v in point.fields.items())
+    fields = ",".join(f"{escape_key(key)}={format_value(v)}" for key, v in point.fields.items())
     return f"{head}{tags} {fields} {point.time_ns}"
 
 
@@ -175,7 +215,9 @@ def _unescape_key(text: str) -> str:
     """As InfluxDB's unescapeTag: only "\\,", "\\ " and "\\=" lose their backslash."""
     if "\\" not in text:
         return text
-    return text.replace("\\,", ",").replace("\\ ", " ").replace("\\=", "=")
+    for raw, escaped in KEY_ESCAPES:
+        text = text.replace(escaped, raw)
+    return text
 
 
 def _unescape_string(text: str) -> str:

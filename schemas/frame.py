@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from schemas.codec import Point, PointError, encode, validate
-from schemas.contract import Schema, load_schema
+from reflex_localize.schemas.codec import Point, PointError, encode, validate
+from reflex_localize.schemas.contract import Schema, load_schema
 
 _NUMPY_KIND = {"float": "f", "int": "i", "bool": "b", "string": "O"}
 

@@ -9,7 +9,7 @@ from dashboards_testdata import TestOrg
 from influxdb_client import InfluxDBClient
 from influxdb_client.rest import ApiException
 
-from dashboards.alerts import AlertSettings, install
+from reflex_localize.dashboards.alerts import AlertSettings, install
 
 RUN_TIMEOUT_S = 60.0
 

@@ -1,6 +1,6 @@
 """Shared fixtures: one real InfluxDB 2.x per test session, a fresh bucket per test.
 
-- ``influx`` (session): a running :class:`~reflex.influxdb_server.InfluxServer` with org
+- ``influx`` (session): a running :class:`~influx.local_server.InfluxServer` with org
   ``reflex`` and buckets ``telemetry`` and ``reflex``. The binary comes from $REFLEX_INFLUXD or
   the cached build, and is built (about 8 min cold here) if neither exists. Tests must not stop it
   unless they start it again before returning.
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from reflex.influxdb_server import InfluxServer, start_influxdb
+from reflex_localize.influx.local_server import InfluxServer, start_influxdb
 
 # Flux's range() stops at now() unless told otherwise; test data may lie in the future.
 ALL_TIME = "range(start: 0, stop: 2262-04-11T23:47:16.854775807Z)"

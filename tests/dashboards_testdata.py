@@ -2,7 +2,7 @@
 
 Each test module gets its own organization (with its own ``telemetry``, ``reflex`` buckets)
 so that its data set is exactly what it wrote, whatever other tests put in the session's
-server. Points go through ``schemas.codec.encode``, so they obey the contract.
+server. Points go through ``reflex_localize.schemas.codec.encode``, so they obey the contract.
 
 The data set: cluster ``c1``, four nodes with two GPUs, two NVLinks per GPU and one IB port
 each, job ``job-1`` with one rank per GPU. With ``fault=True``, GPU 1 of ``n03`` runs hot and
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 
-from reflex.influxdb_server import InfluxServer
-from schemas.codec import FieldValue, Point, encode
+from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.schemas.codec import FieldValue, Point, encode
 
 CLUSTER, JOB = "c1", "job-1"
 NODES = ("n01", "n02", "n03", "n04")

@@ -14,11 +14,11 @@ from dashboards_testdata import TestOrg
 from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 
-from collectors.simulated import Simulation, load_scenario
-from flows.runner import run_in_process
-from flows.sources import SimulatorSource
-from schemas.codec import FieldValue, Point, encode
-from schemas.frame import Frame
+from reflex_localize.flows.runner import run_in_process
+from reflex_localize.schemas.codec import FieldValue, Point, encode
+from reflex_localize.schemas.frame import Frame
+from reflex_localize.shell.simulated_source import SimulatorSource
+from reflex_localize.simulator import Simulation, load_scenario
 
 SCENARIO, SEED, WINDOW_S = "demo", 7, 10.0
 BATCH_LINES = 5000

@@ -11,8 +11,8 @@ import pytest
 from alert_runs import install_into, run_task
 from dashboards_testdata import FAULT_GPU, FAULT_NODE, NODES, TestOrg, results, temporary_org
 
-from dashboards.alerts import AlertSettings
-from reflex.influxdb_server import InfluxServer
+from reflex_localize.dashboards.alerts import AlertSettings
+from reflex_localize.influx.local_server import InfluxServer
 
 pytestmark = pytest.mark.influx
 

@@ -23,10 +23,10 @@ from dashboards_testdata import (
 )
 from webhook_receiver import WebhookReceiver
 
-from dashboards.alerts import AlertSettings
-from dashboards.flux_params import Duration
-from reflex.influxdb_server import InfluxServer
-from schemas.codec import Point
+from reflex_localize.dashboards.alerts import AlertSettings
+from reflex_localize.influx.flux_literals import Duration
+from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.schemas.codec import Point
 
 pytestmark = pytest.mark.influx
 EXAMPLES = Path(__file__).resolve().parents[1] / "dashboards" / "alerts" / "examples"

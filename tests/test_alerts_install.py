@@ -10,9 +10,9 @@ from click.testing import CliRunner
 from dashboards_testdata import TestOrg, temporary_org
 from influxdb_client.service.secrets_service import SecretsService
 
-from dashboards.alerts import WEBHOOK_SECRET, AlertSettings, install, rendered_tasks
-from reflex.cli import main
-from reflex.influxdb_server import InfluxServer
+from reflex_localize.dashboards.alerts import WEBHOOK_SECRET, AlertSettings, install, rendered_tasks
+from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.shell.cli import main
 
 pytestmark = pytest.mark.influx
 HOOK = "https://hooks.example.com/services/T0/B0/secret"
@@ -53,7 +53,14 @@ def _cli(org: TestOrg, tmp_path: Path, *args: str) -> str:
     token_file = tmp_path / "token"
     token_file.write_text(org.server.token + "\n")
     token_file.chmod(0o600)
-    connection = ["--url", org.server.url, "--token-file", str(token_file), "--org", org.name]
+    connection = [
+        "--influx-url",
+        org.server.url,
+        "--token-file",
+        str(token_file),
+        "--org",
+        org.name,
+    ]
     result = CliRunner().invoke(main, ["alerts", *args, *connection], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result.output
@@ -106,14 +113,14 @@ def test_install_into_a_missing_org_fails_cleanly(org: TestOrg, tmp_path: Path) 
     token_file = tmp_path / "token"
     token_file.write_text(org.server.token)
     token_file.chmod(0o600)
-    args = ["alerts", "uninstall", "--url", org.server.url, "--token-file", str(token_file)]
+    args = ["alerts", "uninstall", "--influx-url", org.server.url, "--token-file", str(token_file)]
     result = CliRunner().invoke(main, [*args, "--org", "no-such-org"])
     assert result.exit_code == 1
     assert "no organization named 'no-such-org'" in result.output
 
 
 def test_a_bad_token_is_reported_without_a_traceback(org: TestOrg, tmp_path: Path) -> None:
-    args = ["alerts", "uninstall", "--url", org.server.url, "--org", org.name]
+    args = ["alerts", "uninstall", "--influx-url", org.server.url, "--org", org.name]
     result = CliRunner().invoke(main, args, env={"REFLEX_INFLUX_TOKEN": "not-a-token"})
     assert result.exit_code == 1
     assert "InfluxDB answered HTTP 401" in result.output

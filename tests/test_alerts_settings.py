@@ -6,14 +6,14 @@ import re
 
 import pytest
 
-from dashboards.alerts import (
+from reflex_localize.dashboards.alerts import (
     AlertConfigError,
     AlertSettings,
     critical_xids,
     rendered_tasks,
     scripts,
 )
-from dashboards.flux_params import Duration, set_params
+from reflex_localize.influx.flux_literals import Duration, set_params
 
 
 @pytest.mark.parametrize(

@@ -12,10 +12,10 @@ from alert_runs import install_into, run_task
 from dashboards_testdata import SECOND, TestOrg, events_at, temporary_org
 from webhook_receiver import Behaviour, WebhookReceiver
 
-from dashboards.alerts import AlertSettings
-from dashboards.flux_params import Duration
-from dashboards.webhook_relay import WebhookRelay
-from reflex.influxdb_server import InfluxServer
+from reflex_localize.dashboards.alerts import AlertSettings
+from reflex_localize.dashboards.webhook_relay import WebhookRelay
+from reflex_localize.influx.flux_literals import Duration
+from reflex_localize.influx.local_server import InfluxServer
 
 pytestmark = pytest.mark.influx
 

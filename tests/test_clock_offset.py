@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.training_hook import HttpSink, TrainingHook
-from reflex.clock_offset import ClockOffset, http_date, parse_http_date
-from reflex.influxdb_server import InfluxServer
-from reflex.writer import Writer
-from schemas.codec import Point
+from reflex_localize.collectors.training_hook import HttpSink, TrainingHook
+from reflex_localize.influx.clock_offset import ClockOffset, http_date, parse_http_date
+from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.influx.writer import Writer
+from reflex_localize.schemas.codec import Point
 
 SECOND = 1_000_000_000
 

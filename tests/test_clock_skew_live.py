@@ -24,18 +24,18 @@ from pathlib import Path
 import pytest
 from conftest import query_rows
 
-from collectors.agent import Agent
-from collectors.base import Collector
-from collectors.gpu import GpuCollector
-from collectors.nvml_fake import FakeNvml
-from collectors.sinks import WriterSink
-from flows.influx_source import LATE_REASON, InfluxQuerySettings, InfluxSource
-from flows.job_step import JobConfig
-from flows.runner import RunResult, run_in_process
-from reflex.clock_offset import ClockOffset
-from reflex.influxdb_server import InfluxServer
-from reflex.writer import Writer
-from schemas.codec import FieldValue, Point
+from reflex_localize.collectors.agent import Agent
+from reflex_localize.collectors.base import Collector
+from reflex_localize.collectors.gpu import GpuCollector
+from reflex_localize.collectors.nvml_fake import FakeNvml
+from reflex_localize.collectors.sinks import WriterSink
+from reflex_localize.flows.influx_source import LATE_REASON, InfluxSource
+from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.runner import RunResult, run_in_process
+from reflex_localize.influx.clock_offset import ClockOffset
+from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.influx.writer import Writer
+from reflex_localize.schemas.codec import FieldValue, Point
 
 pytestmark = pytest.mark.influx
 SECOND = 1_000_000_000
@@ -117,7 +117,7 @@ def run_live(
         window_ns = int(WINDOW_S * SECOND)
         start = -(-time.time_ns() // window_ns) * window_ns
         source = InfluxSource(
-            InfluxQuerySettings(influx.url, influx.token, influx.org, bucket),
+            influx.settings(bucket),
             n_shards=1,
             window_seconds=WINDOW_S,
             lag_seconds=2.0,

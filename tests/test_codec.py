@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reflex.influxdb_server import InfluxServer
-from schemas.codec import (
+from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.schemas.codec import (
     MAX_TIME_NS,
     DecodeReport,
     Point,
@@ -21,7 +21,7 @@ from schemas.codec import (
     encode,
     validate,
 )
-from schemas.contract import FieldSpec, load_schema
+from reflex_localize.schemas.contract import FieldSpec, load_schema
 
 SCHEMA = load_schema()
 MEASUREMENTS = sorted(SCHEMA.measurements)

@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from collectors.agent import Agent
-from collectors.agent_cli import command
-from collectors.base import Collector, FixedClock, HardwareAbsent
-from collectors.gpu import GpuCollector
-from collectors.host import HostCollector
-from collectors.kmsg import KmsgCollector
-from collectors.nic import NicCollector
-from collectors.nvml_fake import FakeNvml
-from collectors.sinks import WriterSink
-from schemas.codec import DecodeReport, Point, decode_lines
+from reflex_localize.collectors.agent import Agent
+from reflex_localize.collectors.base import Collector, FixedClock, HardwareAbsent
+from reflex_localize.collectors.gpu import GpuCollector
+from reflex_localize.collectors.host import HostCollector
+from reflex_localize.collectors.kmsg import KmsgCollector
+from reflex_localize.collectors.nic import NicCollector
+from reflex_localize.collectors.nvml_fake import FakeNvml
+from reflex_localize.collectors.sinks import WriterSink
+from reflex_localize.schemas.codec import DecodeReport, Point, decode_lines
+from reflex_localize.shell.collect import command
 
 FIXTURES = Path(__file__).parent / "fixtures"
 T0 = 1_700_000_000_000_000_000
@@ -239,7 +239,7 @@ def test_writer_sink_flushes_events_at_once_and_bounds_its_queue() -> None:
 
 @pytest.mark.influx
 def test_agent_writes_to_real_influxdb(influx: Any, influx_bucket: str, tmp_path: Path) -> None:
-    from reflex.writer import Writer
+    from reflex_localize.influx.writer import Writer
 
     writer = Writer(influx.url, influx.token, influx.org, influx_bucket, tmp_path / "spool")
     sink = WriterSink(writer, flush_interval_s=0.2)

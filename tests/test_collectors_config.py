@@ -1,4 +1,4 @@
-"""reflex.config: file plus environment, errors that name key and file, tokens kept secret."""
+"""influx.config: file plus environment, errors that name key and file, tokens kept secret."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.settings import CollectSettings
-from reflex.config import ConfigError, load_config, read_token_file
+from reflex_localize.collectors.settings import CollectSettings
+from reflex_localize.influx.config import ConfigError, load_config, read_token_file
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -11,12 +11,12 @@ import threading
 
 import pytest
 
-from collectors.agent import Agent
-from collectors.base import FixedClock, HardwareAbsent
-from collectors.gpu import GpuCollector
-from collectors.nvml_api import NvmlUnavailable, PynvmlApi
-from collectors.nvml_fake import FakeNvml
-from schemas.codec import Point, encode
+from reflex_localize.collectors.agent import Agent
+from reflex_localize.collectors.base import FixedClock, HardwareAbsent
+from reflex_localize.collectors.gpu import GpuCollector
+from reflex_localize.collectors.nvml_api import NvmlUnavailable, PynvmlApi
+from reflex_localize.collectors.nvml_fake import FakeNvml
+from reflex_localize.schemas.codec import Point, encode
 
 T0 = 1_700_000_000_000_000_000
 

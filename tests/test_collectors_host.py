@@ -7,9 +7,9 @@ import shutil
 from collections import namedtuple
 from pathlib import Path
 
-from collectors.base import FixedClock
-from collectors.filesystems import FilesystemCollector, parse_mounts
-from collectors.host import (
+from reflex_localize.collectors.base import FixedClock
+from reflex_localize.collectors.filesystems import FilesystemCollector, parse_mounts
+from reflex_localize.collectors.host import (
     HostCollector,
     parse_diskstats,
     parse_loadavg,
@@ -17,7 +17,7 @@ from collectors.host import (
     parse_pressure,
     parse_stat,
 )
-from schemas.codec import encode
+from reflex_localize.schemas.codec import encode
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = Path(__file__).parent / "golden"

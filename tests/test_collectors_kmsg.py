@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.kmsg import KmsgCollector, classify, parse_record
+from reflex_localize.collectors.kmsg import KmsgCollector, classify, parse_record
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kmsg"
 BTIME_NS = 1795964206 * 1_000_000_000

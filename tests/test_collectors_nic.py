@@ -11,8 +11,14 @@ import os
 import shutil
 from pathlib import Path
 
-from collectors.nic import NicCollector, parse_enum, parse_rate, read_ib_port, read_net_device
-from schemas.codec import encode
+from reflex_localize.collectors.nic import (
+    NicCollector,
+    parse_enum,
+    parse_rate,
+    read_ib_port,
+    read_net_device,
+)
+from reflex_localize.schemas.codec import encode
 
 SYS = Path(__file__).parent / "fixtures" / "nic" / "sys"
 GOLDEN = Path(__file__).parent / "golden"

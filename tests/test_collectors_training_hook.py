@@ -9,8 +9,13 @@ from typing import Any
 
 import pytest
 
-from collectors.training_hook import TrainingHook, detect_rank, http_sink, with_layout
-from schemas.codec import DecodeReport, Point, decode_lines
+from reflex_localize.collectors.training_hook import (
+    TrainingHook,
+    detect_rank,
+    http_sink,
+    with_layout,
+)
+from reflex_localize.schemas.codec import DecodeReport, Point, decode_lines
 
 
 def decoded(batches: list[str]) -> list[Point]:

@@ -19,8 +19,8 @@ from dashboards_testdata import (
     temporary_org,
 )
 
-from dashboards.flux_params import Duration, FluxValue, set_params
-from reflex.influxdb_server import InfluxServer
+from reflex_localize.influx.flux_literals import Duration, FluxValue, set_params
+from reflex_localize.influx.local_server import InfluxServer
 
 pytestmark = pytest.mark.influx
 QUERIES = Path(__file__).resolve().parents[1] / "dashboards" / "queries"

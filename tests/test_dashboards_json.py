@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from grafana_queries import GRAFANA_DIR, all_queries, dashboards
 
-from dashboards.generate import stale_files
-from dashboards.grafana_model import DATASOURCE_UID
-from dashboards.schema_check import check_queries
+from reflex_localize.dashboards.generate import stale_files
+from reflex_localize.dashboards.grafana_model import DATASOURCE_UID
+from reflex_localize.dashboards.schema_check import check_queries
 
 # Panel types of Grafana 10/11's core plugins.
 GRAFANA_PANEL_TYPES = {
@@ -25,7 +25,7 @@ _USED_VARIABLE = re.compile(r"\$\{(\w+)")
 
 
 def test_the_checked_in_json_is_what_the_generator_writes() -> None:
-    assert stale_files() == [], "run: python -m dashboards.generate"
+    assert stale_files() == [], "run: python -m reflex_localize.dashboards.generate"
     assert set(BOARDS) == {"fleet-overview", "job-view", "node-drilldown", "gpu-nic-errors"}
 
 

@@ -24,7 +24,7 @@ from dashboards_testdata import (
 from demo_data import load_demo
 from grafana_queries import Query, all_queries, constants, dashboards, queries, render
 
-from reflex.influxdb_server import InfluxServer
+from reflex_localize.influx.local_server import InfluxServer
 
 pytestmark = pytest.mark.influx
 

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from dashboards.schema_check import check_queries, check_query, flux_files, names_used
+from reflex_localize.dashboards.schema_check import (
+    check_queries,
+    check_query,
+    flux_files,
+    names_used,
+)
 
 DASHBOARDS = Path(__file__).resolve().parents[1] / "dashboards"
 

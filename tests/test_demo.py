@@ -6,8 +6,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from flows.sinks import read_events
-from reflex.cli import main
+from reflex_localize.flows.sinks import read_events
+from reflex_localize.shell.cli import main
 
 
 def test_demo_localizes_the_injected_faults_and_writes_reports(tmp_path: Path) -> None:

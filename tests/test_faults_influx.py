@@ -21,9 +21,9 @@ import pytest
 from conftest import ALL_TIME, bucket_point_count, query_rows
 from fault_proxy import FaultProxy
 
-from reflex.influxdb_server import InfluxServer
-from reflex.writer import Writer
-from schemas.codec import Point
+from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.influx.writer import Writer
+from reflex_localize.schemas.codec import Point
 
 pytestmark = [pytest.mark.influx, pytest.mark.slow]
 START_NS = 1_700_000_000_000_000_000

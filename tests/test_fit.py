@@ -7,19 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from flows.events import Evidence, LocalizationEvent, Suspect
-from flows.fit import (
-    FEATURES,
+from reflex_localize.flows.events import Evidence, LocalizationEvent, Suspect
+from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.runner import run_in_process
+from reflex_localize.flows.weights import FEATURES, load_weights, save_weights
+from reflex_localize.shell.fit_harness import (
     TrainingSet,
     examples_from_feedback,
     examples_from_scenario,
     fit_weights,
-    load_weights,
-    save_weights,
 )
-from flows.job_step import JobConfig
-from flows.runner import run_in_process
-from flows.sources import SimulatorSource
+from reflex_localize.shell.simulated_source import SimulatorSource
 
 
 @pytest.fixture(scope="module")

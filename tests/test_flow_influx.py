@@ -12,19 +12,18 @@ from conftest import bucket_point_count, query_count
 from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 
-from collectors.simulated import Simulation, load_scenario
-from collectors.simulated.lineproto import frame_lines
-from flows.influx_sink import InfluxSink, InfluxSinkSettings, event_points
-from flows.influx_source import (
+from reflex_localize.flows.influx_sink import InfluxSink, InfluxSinkSettings, event_points
+from reflex_localize.flows.influx_source import (
     LATE_REASON,
-    InfluxQuerySettings,
     InfluxSource,
     InfluxSourceError,
 )
-from flows.runner import run_in_process
-from flows.sources import SimulatorSource
-from reflex.influxdb_server import InfluxServer
-from schemas.codec import Point
+from reflex_localize.flows.runner import run_in_process
+from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.schemas.codec import Point
+from reflex_localize.schemas.frame_codec import encode_frame
+from reflex_localize.shell.simulated_source import SimulatorSource
+from reflex_localize.simulator import Simulation, load_scenario
 
 pytestmark = pytest.mark.influx
 SCENARIO, SEED, SECONDS = "fault_xid79", 7, 360  # the XID 79 hits at 300 s
@@ -45,12 +44,12 @@ def simulated_lines(seconds: int) -> tuple[list[str], int]:
         if number * 10 >= seconds:
             break
         for frame in chunk:
-            lines += frame_lines(frame)
+            lines += encode_frame(frame)
     return lines, sim.start_ns
 
 
 def source(server: InfluxServer, bucket: str, start: int, stop: int, **kw: object) -> InfluxSource:
-    settings = InfluxQuerySettings(server.url, server.token, server.org, bucket)
+    settings = server.settings(bucket)
     kw.setdefault("clock", lambda: stop + 60 * 10**9)
     return InfluxSource(settings, n_shards=3, start_ns=start, stop_ns=stop, **kw)  # type: ignore[arg-type]
 
@@ -108,7 +107,7 @@ def test_a_window_waits_for_the_lag_then_late_points_are_counted(
     w0 = now["ns"] // WINDOW_NS * WINDOW_NS
     line = "host,cluster=c,node=n{n} load1={v} {t}"
     write_lines(influx, influx_bucket, [line.format(n=1, v=0.5, t=w0 + 10**9)])
-    settings = InfluxQuerySettings(influx.url, influx.token, influx.org, influx_bucket)
+    settings = influx.settings(influx_bucket)
     src = InfluxSource(
         settings, n_shards=1, start_ns=w0, late_check_seconds=0, clock=lambda: now["ns"]
     )
@@ -142,7 +141,7 @@ def test_a_flow_host_30_s_ahead_waits_for_influxdbs_clock(
     real_now = time.time_ns()
     w0 = real_now // WINDOW_NS * WINDOW_NS
     write_lines(influx, influx_bucket, [f"host,cluster=c,node=n1 load1=0.5 {real_now}"])
-    settings = InfluxQuerySettings(influx.url, influx.token, influx.org, influx_bucket)
+    settings = influx.settings(influx_bucket)
     src = InfluxSource(
         settings,
         n_shards=1,
@@ -165,7 +164,7 @@ def test_a_flow_host_30_s_ahead_waits_for_influxdbs_clock(
 
 
 def test_a_wrong_token_fails_loudly(influx: InfluxServer, influx_bucket: str) -> None:
-    settings = InfluxQuerySettings(influx.url, "not-the-token", influx.org, influx_bucket)
+    settings = influx.settings(influx_bucket, token="not-the-token")
     src = InfluxSource(settings, n_shards=1, start_ns=0, stop_ns=10**10, clock=lambda: 10**12)
     part = src.build_part("in", "shard-0", None)
     with pytest.raises(InfluxSourceError, match="401"):

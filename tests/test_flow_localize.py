@@ -9,13 +9,15 @@ import numpy as np
 import pytest
 from bytewax.testing import TestingSink, TestingSource, run_main
 
-from collectors.simulated import Simulation, load_scenario
-from flows.events import LocalizationEvent
-from flows.localize import FlowSinks, SinkSpec, build_flow
-from flows.messages import WindowBatch
-from flows.runner import run_in_process
-from flows.sources import LineProtocolSource, SimulatorSource, _split_windows
-from schemas.frame import Frame
+from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.localize import build_flow
+from reflex_localize.flows.messages import WindowBatch
+from reflex_localize.flows.runner import run_in_process
+from reflex_localize.flows.sinks import FlowSinks, SinkSpec
+from reflex_localize.flows.sources import LineProtocolSource, split_windows
+from reflex_localize.schemas.frame import Frame
+from reflex_localize.shell.simulated_source import SimulatorSource
+from reflex_localize.simulator import Simulation, load_scenario
 
 WINDOW_NS = 10 * 10**9
 
@@ -24,7 +26,7 @@ def _batches(scenario: str, seed: int = 7) -> list[WindowBatch]:
     sim = Simulation(load_scenario(scenario), seed=seed)
     batches = []
     for frames in sim.chunks(seconds=10):
-        for window, window_frames, _ in _split_windows(frames, WINDOW_NS):
+        for window, window_frames, _ in split_windows(frames, WINDOW_NS):
             batches.append(
                 WindowBatch(
                     "shard-0", window, window * WINDOW_NS, (window + 1) * WINDOW_NS, window_frames

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from collectors.simulated import Simulation, load_scenario
-from collectors.simulated.lineproto import frame_lines
-from flows.events import LocalizationEvent
-from flows.sinks import read_events
-from reflex.influxdb_server import free_port
+from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.sinks import read_events
+from reflex_localize.influx.local_server import free_port
+from reflex_localize.schemas.frame_codec import encode_frame
+from reflex_localize.simulator import Simulation, load_scenario
 
 pytestmark = pytest.mark.slow
-CLI = [sys.executable, "-c", "from reflex.cli import main; main()", "flow"]
+CLI = [sys.executable, "-c", "from reflex_localize.shell.cli import main; main()", "flow"]
 SOURCE = "sim:fault_xid79:7"
 
 
@@ -63,7 +63,7 @@ def test_two_processes_replaying_a_file_find_the_events_of_one(tmp_path: Path) -
         for number, chunk in enumerate(sim.chunks(10.0)):
             if number * 10 >= 360:  # the XID 79 hits at 300 s
                 break
-            out.writelines(line + "\n" for frame in chunk for line in frame_lines(frame))
+            out.writelines(line + "\n" for frame in chunk for line in encode_frame(frame))
     finish(flow(tmp_path / "one", source=f"file:{capture}"))
     finish(flow(tmp_path / "two", "-p", "2", source=f"file:{capture}"))
     one = read_events(tmp_path / "one" / "events.jsonl")

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from flows.sinks import read_events
-from schemas.codec import decode
+from reflex_localize.flows.sinks import read_events
+from reflex_localize.schemas.codec import decode
 
 pytestmark = pytest.mark.slow
 SOURCE = "sim:demo:7"  # 32 nodes, 10 minutes, three localization events
 
 
 def flow(out: Path, *extra: str) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-c", "from reflex.cli import main; main()", "flow"]
+    command = [sys.executable, "-c", "from reflex_localize.shell.cli import main; main()", "flow"]
     command += ["--source", SOURCE]
     command += ["--sink", "files", "--out", str(out), "--cluster", "sim", *extra]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

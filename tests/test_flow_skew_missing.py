@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from collectors.simulated import Simulation, load_scenario
-from flows.runner import run_in_process
-from flows.sources import MemorySource, _split_windows
-from schemas.frame import Frame
+from reflex_localize.flows.runner import run_in_process
+from reflex_localize.flows.sources import MemorySource, split_windows
+from reflex_localize.schemas.frame import Frame
+from reflex_localize.simulator import Simulation, load_scenario
 
 WINDOW_NS = 10 * 10**9
 
@@ -19,7 +19,7 @@ def _frames(scenario: str) -> tuple[Simulation, list[Frame]]:
 
 
 def _windows(frames: list[Frame]) -> list[tuple[int, list[Frame]]]:
-    ordered = sorted(_split_windows(frames, WINDOW_NS), key=lambda w: w[0])
+    ordered = sorted(split_windows(frames, WINDOW_NS), key=lambda w: w[0])
     return [(window, window_frames) for window, window_frames, _ in ordered]
 
 

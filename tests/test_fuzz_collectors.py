@@ -21,9 +21,9 @@ import pytest
 from fuzz_support import FUZZ, SEEDS, Tally, fuzz_input
 from hypothesis import given
 
-from collectors.agent import Agent
-from collectors.base import Collector, FixedClock
-from collectors.host import (
+from reflex_localize.collectors.agent import Agent
+from reflex_localize.collectors.base import Collector, FixedClock
+from reflex_localize.collectors.host import (
     HostCollector,
     parse_diskstats,
     parse_loadavg,
@@ -31,9 +31,9 @@ from collectors.host import (
     parse_pressure,
     parse_stat,
 )
-from collectors.kmsg import KmsgCollector, classify, parse_record
-from collectors.nic import NicCollector, parse_enum, parse_rate
-from schemas.codec import Point, validate
+from reflex_localize.collectors.kmsg import KmsgCollector, classify, parse_record
+from reflex_localize.collectors.nic import NicCollector, parse_enum, parse_rate
+from reflex_localize.schemas.codec import Point, validate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HOST_FILES = ["stat", "meminfo", "loadavg", "diskstats", "pressure/cpu", "pressure/io"]
@@ -121,7 +121,9 @@ def test_host_collector_survives_corrupt_files(
 ) -> None:
     """Runs of the host collector, each over one freshly corrupted /proc file (the pure
     parsers above take the 10,000; this checks the collector and the agent around them)."""
-    caplog.set_level(logging.CRITICAL, logger="collectors.agent")  # 1000s of tracebacks
+    caplog.set_level(
+        logging.CRITICAL, logger="reflex_localize.collectors.agent"
+    )  # 1000s of tracebacks
     collector = HostCollector("c1", "n1", proc_root=proc_tree)
     agent = _agent(collector)
     rng = random.Random(19)
@@ -156,7 +158,7 @@ def test_nic_collector_survives_corrupt_files(
     sys_tree: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Runs of the NIC collector, each over one freshly corrupted sysfs attribute."""
-    caplog.set_level(logging.CRITICAL, logger="collectors.agent")
+    caplog.set_level(logging.CRITICAL, logger="reflex_localize.collectors.agent")
     collector = NicCollector("c1", "n1", sys_root=sys_tree / "sys")
     agent = _agent(collector)
     rng = random.Random(23)

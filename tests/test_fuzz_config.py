@@ -1,6 +1,6 @@
 """Fuzzing configuration and scenario files: 10,000+ malformed TOML documents each.
 
-- ``reflex.config``: loading a file (and reading the agent's ``[collect]`` section from it)
+- ``influx.config``: loading a file (and reading the agent's ``[collect]`` section from it)
   either works or raises :class:`ConfigError` whose message names the file and the key
   (``FILE: [section].key: ...``) or says the file is not valid TOML.
 - Scenario files: parsing either gives a Scenario or raises ``ValueError`` (TOML syntax) or
@@ -18,9 +18,9 @@ import pytest
 from fuzz_support import FUZZ, SEEDS, Tally, fuzz_input
 from hypothesis import given
 
-from collectors.settings import CollectSettings
-from collectors.simulated.scenario import LIBRARY, ScenarioError, parse_scenario
-from reflex.config import ConfigError, load_config
+from reflex_localize.collectors.settings import CollectSettings
+from reflex_localize.influx.config import ConfigError, load_config
+from reflex_localize.simulator.scenario import LIBRARY, ScenarioError, parse_scenario
 
 SECTIONS = {
     "influx": [

@@ -13,8 +13,8 @@ import random
 from fuzz_support import FUZZ, SEEDS, Tally, fuzz_input
 from hypothesis import given
 
-from reflex.sample_points import sample_points
-from schemas.codec import DecodeReport, PointError, decode, decode_lines, encode
+from reflex_localize.schemas.codec import DecodeReport, PointError, decode, decode_lines, encode
+from reflex_localize.shell.sample_points import sample_points
 
 VALID_LINES = [encode(point) for point in sample_points(per_measurement=2)]
 _single = Tally("line protocol decode")

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors.agent import Agent
-from collectors.base import FixedClock
-from collectors.host import HostCollector
-from schemas.codec import Point
+from reflex_localize.collectors.agent import Agent
+from reflex_localize.collectors.base import FixedClock
+from reflex_localize.collectors.host import HostCollector
+from reflex_localize.schemas.codec import Point
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BASELINE = FIXTURES / "host" / "proc"
@@ -117,7 +117,7 @@ def test_a_file_that_stays_garbled_warns_ten_times_then_every_thousandth(
 ) -> None:
     (later / "loadavg").write_text("garbage\n")
     collector = HostCollector("c1", "n1", proc_root=later)
-    caplog.set_level(logging.WARNING, logger="collectors.host")
+    caplog.set_level(logging.WARNING, logger="reflex_localize.collectors.host")
     for run in range(2000):
         assert "load1" not in fields_by_source(list(collector.collect(T0 + run)))[0]
     assert collector.parse_errors == {"loadavg": 2000}

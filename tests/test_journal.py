@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collectors.journal import Journal
+from reflex_localize.collectors.journal import Journal
 
 LINE = "host,cluster=c,node=n load1=0.5 {t}"
 

@@ -36,7 +36,7 @@ def agent(config: Path, influx: Any, bucket: str) -> subprocess.Popen[bytes]:
     command = [
         sys.executable,
         "-c",
-        "from reflex.cli import main; main()",
+        "from reflex_localize.shell.cli import main; main()",
         "collect",
         "--config",
         str(config),

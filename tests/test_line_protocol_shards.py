@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from fuzz_support import fuzz_input
 
-from collectors.simulated import Simulation, load_scenario
-from collectors.simulated.lineproto import frame_lines
-from flows.messages import ErrorRecord
-from flows.sources import LineProtocolSource, line_owner, line_stamp
-from schemas.frame import Frame
+from reflex_localize.flows.messages import ErrorRecord
+from reflex_localize.flows.sources import LineProtocolSource, line_owner, line_stamp
+from reflex_localize.schemas.frame import Frame
+from reflex_localize.schemas.frame_codec import encode_frame
+from reflex_localize.simulator import Simulation, load_scenario
 
 WINDOW_S = 10.0
 Row = tuple[str, int, tuple[tuple[str, str], ...], tuple[tuple[str, object], ...]]
@@ -26,7 +26,7 @@ def simulated_lines(seconds: int) -> list[str]:
     for number, chunk in enumerate(sim.chunks(10.0)):
         if number * 10 >= seconds:
             break
-        lines += [line for frame in chunk for line in frame_lines(frame)]
+        lines += [line for frame in chunk for line in encode_frame(frame)]
     return lines
 
 

@@ -23,17 +23,17 @@ from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 from matplotlib.image import imread
 
-from collectors.simulated import Simulation, load_scenario
-from collectors.simulated.lineproto import frame_lines
-from flows.events import LocalizationEvent
-from flows.runner import run_in_process
-from flows.sources import SimulatorSource
-from reflex.influxdb_server import InfluxServer
-from reflex.report import build_report, gather, onset_of
-from reflex.report_cli import command
-from reflex.report_timeline import FrameSource, InfluxSource, ReplaySource
-from schemas.codec import Point, encode
-from schemas.frame import Frame
+from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.runner import run_in_process
+from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.schemas.codec import Point, encode
+from reflex_localize.schemas.frame import Frame
+from reflex_localize.schemas.frame_codec import encode_frame
+from reflex_localize.shell.report import command
+from reflex_localize.shell.report_html import build_report, gather, onset_of
+from reflex_localize.shell.report_timeline import FrameSource, InfluxSource, ReplaySource
+from reflex_localize.shell.simulated_source import SimulatorSource
+from reflex_localize.simulator import Simulation, load_scenario
 
 HOSTILE_NODE = "<script>alert(1)</script>"
 HOSTILE_TEXT = 'Xid 79 "&<> on the bus'
@@ -186,7 +186,7 @@ def replay_file(demo: Demo, tmp_path_factory: pytest.TempPathFactory) -> Path:
         for frame in demo.frames:
             rows = frame.time_ns >= start
             if rows.any():
-                out.writelines(line + "\n" for line in frame_lines(frame.take(rows)))
+                out.writelines(line + "\n" for line in encode_frame(frame.take(rows)))
     return path
 
 
@@ -368,7 +368,7 @@ def test_report_from_influxdb_uses_the_flows_stored_baseline(
             continue
         rows = (frame.time_ns >= start) & np.isin(frame.tags["node"], list(job_nodes))
         if rows.any():
-            lines += frame_lines(frame.take(rows))
+            lines += encode_frame(frame.take(rows))
     # The flow's own baseline of the suspect, as it would have written it to the results bucket.
     baseline = [
         encode(
@@ -385,9 +385,8 @@ def test_report_from_influxdb_uses_the_flows_stored_baseline(
     _write(influx, influx_bucket, lines)
     _write(influx, influx_bucket, baseline)
     source = InfluxSource(
-        influx.url, influx.token, influx.org, influx_bucket, results_bucket=influx_bucket,
-        timeout_s=120,
-    )  # fmt: skip
+        influx.settings(influx_bucket, timeout_s=120), results_bucket=influx_bucket
+    )
     assert influx.token not in repr(source)
     clocks = gather(event, source, 10.0).timelines[0]
     assert clocks.signal == "sm_clock_low" and clocks.baseline_origin.startswith("reflex_baseline")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.contract import KINDS, TYPES, SchemaError, load_schema, parse_schema
+from reflex_localize.schemas.contract import KINDS, TYPES, SchemaError, load_schema, parse_schema
 
 FAMILIES = {"gpu", "host", "nic", "ib_port", "event", "train_step", "job_membership"}
 OWN_OUTPUTS = {"reflex_baseline", "reflex_score", "reflex_event"}

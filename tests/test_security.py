@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from reflex.config import ConfigError, load_config
-from reflex.influxdb_server import InfluxServer
-from reflex.writer import Writer
-from schemas.codec import Point
+from reflex_localize.influx.config import ConfigError, load_config
+from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.influx.writer import Writer
+from reflex_localize.schemas.codec import Point
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -73,7 +73,7 @@ def test_tls_verification_off_needs_explicit_flag_and_warns(
     assert load_config(None, env={"REFLEX_INFLUX_URL": "https://x"}).influx.verify_ssl
     path = tmp_path / "reflex.toml"
     path.write_text('[influx]\nurl = "https://influx.example:8086"\nverify_ssl = false\n')
-    with caplog.at_level(logging.WARNING, logger="reflex.config"):
+    with caplog.at_level(logging.WARNING, logger="reflex_localize.influx.config"):
         config = load_config(path, env={})
     assert not config.influx.verify_ssl
     assert any("NOT verified" in r.getMessage() and str(path) in r.getMessage()
@@ -177,7 +177,7 @@ def test_tls_verified_by_default_and_custom_ca_accepted(
 
 def _reflex(args: list[str], env: dict[str, str], cwd: Path) -> str:
     done = subprocess.run(
-        [sys.executable, "-c", "from reflex.cli import main; main()", *args],
+        [sys.executable, "-c", "from reflex_localize.shell.cli import main; main()", *args],
         env={**os.environ, **env, "PYTHONPATH": str(REPO)},
         cwd=cwd,
         capture_output=True,
@@ -253,14 +253,21 @@ def test_no_command_output_contains_the_token(influx: InfluxServer, tmp_path: Pa
             {},
         ),
         "alerts install, unreachable": (
-            ["alerts", "install", "--url", unreachable, "--webhook-url", "http://127.0.0.1:1/h"],
+            [
+                "alerts",
+                "install",
+                "--influx-url",
+                unreachable,
+                "--webhook-url",
+                "http://127.0.0.1:1/h",
+            ],
             env,
         ),
         "alerts install, token refused": (
             [
                 "alerts",
                 "install",
-                "--url",
+                "--influx-url",
                 influx.url,
                 "--token-file",
                 str(token_file),

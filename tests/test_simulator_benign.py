@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 from click.testing import CliRunner
 
-from collectors.simulated import Simulation, load_scenario
-from collectors.simulated.cli import command
-from collectors.simulated.tables import concat_frames
-from schemas.codec import decode
-from schemas.frame import Frame
+from reflex_localize.schemas.codec import decode
+from reflex_localize.schemas.frame import Frame
+from reflex_localize.shell.simulate import command
+from reflex_localize.simulator import Simulation, load_scenario
+from reflex_localize.simulator.tables import concat_frames
 
 
 @cache

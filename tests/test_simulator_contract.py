@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collectors.simulated import Simulation, load_scenario, scale_scenario, scenario_names
-from collectors.simulated.lineproto import frame_lines
-from schemas.codec import decode, encode
-from schemas.contract import load_schema
-from schemas.frame import Frame, validate_frame
+from reflex_localize.schemas.codec import decode, encode
+from reflex_localize.schemas.contract import load_schema
+from reflex_localize.schemas.frame import Frame, validate_frame
+from reflex_localize.schemas.frame_codec import encode_frame
+from reflex_localize.simulator import Simulation, load_scenario, scale_scenario, scenario_names
 
 MEASUREMENTS = {"gpu", "gpu_info", "gpu_nvlink", "host", "nic", "ib_port", "event", "train_step",
                 "job_membership"}  # fmt: skip
@@ -58,7 +58,7 @@ def test_fast_line_protocol_equals_the_codec() -> None:
     [chunk] = frames_of("fault_xid79", seconds=720)[-1:]
     sample = [f.take(np.arange(0, len(f), max(1, len(f) // 50))) for f in chunk]
     for frame in sample:
-        lines = frame_lines(frame)
+        lines = encode_frame(frame)
         assert lines == [encode(p) for p in frame.points()]
         assert [decode(line) for line in lines[:5]] == [
             decode(encode(p)) for p in list(frame.points())[:5]

@@ -10,10 +10,10 @@ from functools import cache
 import numpy as np
 import pytest
 
-from collectors.simulated import Simulation, fault_types, load_scenario, scenario_names
-from collectors.simulated.tables import concat_frames
-from schemas.codec import Point
-from schemas.frame import Frame
+from reflex_localize.schemas.codec import Point
+from reflex_localize.schemas.frame import Frame
+from reflex_localize.simulator import Simulation, fault_types, load_scenario, scenario_names
+from reflex_localize.simulator.tables import concat_frames
 
 ONSET_S, NODE, GPU, HCA = 300, "node-0006", "3", "mlx5_3"
 CRASHING = ["xid48", "xid94", "xid95", "xid79", "xid119", "xid74", "row_remap_exhaustion",

@@ -9,8 +9,8 @@ import pickle
 
 import numpy as np
 
-from flows.liveness import LivenessTracker
-from flows.messages import JobWindow, RankInfo, StepRows
+from reflex_localize.flows.liveness import LivenessTracker
+from reflex_localize.flows.messages import JobWindow, RankInfo, StepRows
 
 END = 1_767_225_600_000_000_000
 WINDOW_NS = 10 * 10**9

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from reflex.cli import main
-from schemas.contract import load_schema
+from reflex_localize.schemas.contract import load_schema
+from reflex_localize.shell.cli import main
 
 pytestmark = pytest.mark.influx
 

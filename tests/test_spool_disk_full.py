@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from reflex.spool import Spool
-from reflex.writer import Writer
-from schemas.codec import Point, decode
+from reflex_localize.influx.spool import Spool
+from reflex_localize.influx.writer import Writer
+from reflex_localize.schemas.codec import Point, decode
 
 START_NS = 1_700_000_000_000_000_000
 

@@ -18,11 +18,11 @@ from conftest import ALL_TIME
 from influxdb_client import InfluxDBClient
 from influxdb_client.rest import ApiException
 
-from reflex.cli import main
-from reflex.influxdb_server import InfluxServer
-from reflex.tokens import TokenError, create_token
-from reflex.writer import Writer, WriterError
-from schemas.codec import Point
+from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.influx.tokens import TokenError, create_token
+from reflex_localize.influx.writer import Writer, WriterError
+from reflex_localize.schemas.codec import Point
+from reflex_localize.shell.cli import main
 
 pytestmark = pytest.mark.influx
 POINT = Point("host", {"cluster": "c1", "node": "n1"}, {"load1": 0.5}, 1_700_000_000 * 10**9)
@@ -100,14 +100,9 @@ def test_unknown_bucket_and_bad_admin_token_are_clear_errors(
 ) -> None:
     with pytest.raises(TokenError, match="no bucket 'nope'"):
         create_token(
-            influx.url,
-            influx.token,
-            influx.org,
-            "flow",
-            telemetry_bucket=influx_bucket,
-            results_bucket="nope",
+            influx.settings(), "flow", telemetry_bucket=influx_bucket, results_bucket="nope"
         )
     bad = "not-the-token-" + uuid.uuid4().hex
     with pytest.raises(TokenError, match="HTTP 401") as raised:
-        create_token(influx.url, bad, influx.org, "agent", telemetry_bucket=influx_bucket)
+        create_token(influx.settings(token=bad), "agent", telemetry_bucket=influx_bucket)
     assert bad not in str(raised.value)

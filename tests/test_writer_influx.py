@@ -22,11 +22,11 @@ from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 from test_codec import valid_points
 
-from reflex.influxdb_server import InfluxServer, free_port
-from reflex.sample_points import sample_points
-from reflex.writer import Writer, WriterAuthError, WriterConfigError
-from schemas.codec import Point, validate
-from schemas.contract import load_schema
+from reflex_localize.influx.local_server import InfluxServer, free_port
+from reflex_localize.influx.writer import Writer, WriterAuthError, WriterConfigError
+from reflex_localize.schemas.codec import Point, validate
+from reflex_localize.schemas.contract import load_schema
+from reflex_localize.shell.sample_points import sample_points
 
 pytestmark = pytest.mark.influx
 REPO = Path(__file__).resolve().parents[1]
@@ -149,7 +149,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, {repo!r}); sys.path.insert(0, {tests!r})
     from test_writer_influx import step_point
-    from reflex.writer import Writer
+    from reflex_localize.influx.writer import Writer
 
     writer = Writer({url!r}, "token", "reflex", "nowhere", Path({spool!r}), batch_size=100)
     step = 0

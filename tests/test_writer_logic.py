@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 import pytest
 
-from reflex.spool import Spool, SpoolLockedError
-from reflex.write_transport import NO_RESPONSE, SendResult, parse_retry_after
-from reflex.writer import Writer
-from schemas.codec import Point
+from reflex_localize.influx.spool import Spool, SpoolLockedError
+from reflex_localize.influx.write_transport import NO_RESPONSE, SendResult, parse_retry_after
+from reflex_localize.influx.writer import Writer
+from reflex_localize.schemas.codec import Point
 
 Answer = Callable[[list[str]], SendResult]
 
@@ -159,7 +159,7 @@ def test_a_full_spool_drops_its_oldest_segment_counts_it_and_keeps_the_newest(tm
 
 
 def test_auth_errors_raise_and_keep_the_batch(tmp_path):
-    from reflex.writer import WriterAuthError
+    from reflex_localize.influx.writer import WriterAuthError
 
     writer = make(tmp_path, lambda lines: SendResult(403, "forbidden"), batch_size=10)
     with pytest.raises(WriterAuthError):

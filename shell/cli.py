@@ -1,0 +1,49 @@
+"""The ``reflex`` console script. Each subcommand lives next to the code it drives and is
+imported only when invoked, so ``reflex collect`` on a node never imports bytewax or sklearn."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# name -> "module:attribute" of a click command.
+SUBCOMMANDS = {
+    "collect": "reflex_localize.shell.collect:command",
+    "simulate": "reflex_localize.shell.simulate:command",
+    "localize": "reflex_localize.shell.localize:command",
+    "eval": "reflex_localize.shell.eval:command",
+    "fit": "reflex_localize.shell.fit:command",
+    "flow": "reflex_localize.shell.flow:command",
+    "demo": "reflex_localize.shell.demo:command",
+    "report": "reflex_localize.shell.report:command",
+    "alerts": "reflex_localize.shell.alerts:command",
+    "influxdb": "reflex_localize.shell.influxdb:command",
+    "smoke": "reflex_localize.shell.smoke:command",
+    "tokens": "reflex_localize.shell.tokens:command",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = SUBCOMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attribute = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name and module_name.startswith(error.name):
+                raise click.ClickException(f"'reflex {cmd_name}' is not built yet") from None
+            raise
+        command: click.Command = getattr(module, attribute)
+        return command
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(package_name="reflex-localize")
+def main() -> None:
+    """Reflex: finds the faulty node of a large training job from its telemetry."""

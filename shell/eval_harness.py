@@ -1,0 +1,213 @@
+"""`reflex eval`: the scenario library through the flow, scored against ground truth.
+
+Reflex and three baselines (static thresholds, peer-only, own-history-only) run on the same
+simulated data. Every event is matched to the simulator's labels:
+
+* a hardware fault is detected by the first event of its job within ``horizon_s`` of onset;
+  top-1 / top-3 ask whether that event's first / first three suspects name the faulty node
+  (and component, where the label names one);
+* a "no hardware fault" label (pipeline imbalance) is handled correctly when no event of its
+  job names a hardware suspect;
+* every other event is a false event, including a second event for the same incident.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.runner import run_in_process
+from reflex_localize.shell.simulated_source import SimulatorSource
+
+HORIZON_S = 600.0
+
+
+@dataclass
+class FaultResult:
+    scenario: str
+    fault_type: str
+    fault_class: str
+    detected: bool
+    top1: bool
+    top3: bool
+    ttl_s: float | None
+
+
+@dataclass
+class ScenarioResult:
+    scenario: str
+    mode: str
+    node_hours: float
+    benign_only: bool
+    faults: list[FaultResult] = field(default_factory=list)
+    true_events: int = 0
+    false_events: int = 0
+    imbalance_ok: list[bool] = field(default_factory=list)
+
+
+def _component_ok(named: str, expected: str) -> bool:
+    return expected in ("node", "none", "") or named == expected
+
+
+def _names(event: LocalizationEvent, node: str, component: str, depth: int) -> bool:
+    return any(
+        s.node == node and _component_ok(s.component, component) for s in event.suspects[:depth]
+    )
+
+
+@dataclass
+class LabelMatch:
+    """One ground-truth label and the event that answered it (or blamed hardware wrongly)."""
+
+    label: Any
+    event: LocalizationEvent | None
+    correct: bool  # top-1 right for hardware; no hardware suspect named for the others
+
+
+def match_labels(truth: list, events: list[LocalizationEvent]) -> tuple[list[LabelMatch], set[int]]:
+    """Matches labels to events; returns the matches and the indexes of events that count."""
+    used: set[int] = set()
+    matches: list[LabelMatch] = []
+    for label in sorted((t for t in truth if t.expect == "hardware"), key=lambda t: t.onset_ns):
+        horizon = label.onset_ns + HORIZON_S * 1e9
+        found = [
+            i
+            for i, e in enumerate(events)
+            if i not in used and e.job == label.job and label.onset_ns <= e.time_ns <= horizon
+        ]
+        first = events[found[0]] if found else None
+        if found:
+            used.add(found[0])
+        correct = first is not None and _names(first, label.node, label.component, 1)
+        matches.append(LabelMatch(label, first, correct))
+    # Benign-only runs carry one "none" label; imbalance and software faults are labelled
+    # no_hardware_fault with a real fault type.
+    for label in (t for t in truth if t.expect != "hardware" and t.fault_type != "none"):
+        mine = [
+            i
+            for i, e in enumerate(events)
+            if i not in used and e.job == label.job and label.onset_ns <= e.time_ns
+        ]
+        blamed = [i for i in mine if events[i].suspects]
+        answered = [i for i in mine if not events[i].suspects]
+        used.update(answered)
+        shown = events[blamed[0]] if blamed else events[answered[0]] if answered else None
+        matches.append(LabelMatch(label, shown, not blamed))
+    return matches, used
+
+
+def score_scenario(
+    scenario: str, mode: str, truth: list, events: list[LocalizationEvent], node_hours: float
+) -> ScenarioResult:
+    matches, used = match_labels(truth, events)
+    hardware = [m for m in matches if m.label.expect == "hardware"]
+    others = [m for m in matches if m.label.expect != "hardware"]
+    result = ScenarioResult(scenario, mode, node_hours, benign_only=not matches)
+    for m in hardware:
+        label, first = m.label, m.event
+        result.faults.append(
+            FaultResult(
+                scenario,
+                label.fault_type,
+                label.fault_class,
+                first is not None,
+                m.correct,
+                first is not None and _names(first, label.node, label.component, 3),
+                (first.time_ns - label.onset_ns) / 1e9 if first is not None else None,
+            )
+        )
+    result.imbalance_ok = [m.correct for m in others]
+    result.true_events = len(used)
+    result.false_events = len(events) - len(used)
+    return result
+
+
+def run_scenario(
+    scenario: str,
+    mode: str,
+    seed: int = 7,
+    window_seconds: float = 10.0,
+    weights: dict[str, dict[str, float]] | None = None,
+) -> ScenarioResult:
+    from reflex_localize.simulator import Simulation, load_scenario
+
+    sim = Simulation(load_scenario(scenario), seed=seed)
+    config = JobConfig(mode=mode, window_seconds=window_seconds)
+    if weights:
+        config.weights = weights
+    run = run_in_process(
+        SimulatorSource(scenario, seed, 1, window_seconds),
+        window_seconds=window_seconds,
+        job_config=config,
+    )
+    node_hours = len(sim.cluster.nodes) * sim.duration_s / 3600
+    return score_scenario(scenario, mode, sim.truth, run.events, node_hours)
+
+
+@dataclass
+class Summary:
+    mode: str
+    faults: int
+    top1: float
+    top3: float
+    precision: float
+    recall: float
+    f1: float
+    ttl_explicit_p50: float | None
+    ttl_explicit_p95: float | None
+    ttl_implicit_p50: float | None
+    ttl_implicit_p95: float | None
+    false_per_1k_node_hours: float | None
+    imbalance_ok: str
+    by_class: dict[str, float] = field(default_factory=dict)
+    by_type: dict[str, str] = field(default_factory=dict)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def summarize(mode: str, results: list[ScenarioResult]) -> Summary:
+    faults = [f for r in results for f in r.faults]
+    detected = [f for f in faults if f.detected]
+    true_events = sum(r.true_events for r in results)
+    false_events = sum(r.false_events for r in results)
+    precision = true_events / (true_events + false_events) if true_events + false_events else 0.0
+    recall = len(detected) / len(faults) if faults else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    ttl: dict[str, list[float]] = defaultdict(list)
+    for f in detected:
+        if f.ttl_s is not None:
+            ttl[f.fault_class].append(f.ttl_s)
+    benign = [r for r in results if r.benign_only]
+    benign_hours = sum(r.node_hours for r in benign)
+    by_type: dict[str, list[bool]] = defaultdict(list)
+    by_class: dict[str, list[bool]] = defaultdict(list)
+    for f in faults:
+        by_type[f.fault_type].append(f.top1)
+        by_class[f.fault_class].append(f.top1)
+    imbalance = [ok for r in results for ok in r.imbalance_ok]
+    return Summary(
+        mode,
+        len(faults),
+        sum(f.top1 for f in faults) / len(faults) if faults else 0.0,
+        sum(f.top3 for f in faults) / len(faults) if faults else 0.0,
+        precision,
+        recall,
+        f1,
+        _percentile(ttl["explicit"], 0.5),
+        _percentile(ttl["explicit"], 0.95),
+        _percentile(ttl["implicit"], 0.5),
+        _percentile(ttl["implicit"], 0.95),
+        1000 * sum(r.false_events for r in benign) / benign_hours if benign_hours else None,
+        f"{sum(imbalance)}/{len(imbalance)}",
+        {k: statistics.fmean(v) for k, v in sorted(by_class.items())},
+        {k: f"{sum(v)}/{len(v)}" for k, v in sorted(by_type.items())},
+    )

@@ -1,0 +1,125 @@
+"""Builds the flow from REFLEX_* environment variables, for ``python -m bytewax.run``
+(every process of a Bytewax cluster imports the flow the same way). ``reflex flow`` sets them.
+
+* ``REFLEX_SOURCE``: ``sim:SCENARIO[:SEED]``, ``file:PATH.lp`` or ``influx`` (the ``[influx]``
+  settings of ``REFLEX_CONFIG`` and the environment, see :mod:`reflex_localize.influx.config`).
+* ``REFLEX_SHARDS``: partitions of nodes (default 4). Keep it fixed for a deployment: a node's
+  state lives in its shard.
+* ``REFLEX_SINK``: ``files`` (default) or ``influx`` (results bucket ``REFLEX_RESULTS_BUCKET``,
+  default ``reflex``; spool in ``REFLEX_OUT/spool``).
+* ``REFLEX_OUT``: directory for events.jsonl, outputs.lp, errors.jsonl (errors only, with
+  ``REFLEX_SINK=influx``).
+* Influx source only: ``REFLEX_LAG_SECONDS`` (default 5), ``REFLEX_START_NS`` and
+  ``REFLEX_STOP_NS`` (a fresh start's first window, default now; a replay's end, default none).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from bytewax.dataflow import Dataflow
+from bytewax.inputs import Source
+
+from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.localize import build_flow
+from reflex_localize.flows.sinks import FlowSinks, file_sinks
+from reflex_localize.flows.sources import LineProtocolSource
+from reflex_localize.flows.weights import load_weights
+from reflex_localize.influx.config import InfluxSettings, load_config
+from reflex_localize.shell.simulated_source import SimulatorSource
+
+
+class WiringError(ValueError):
+    pass
+
+
+def source_from_env(window_seconds: float) -> Source:
+    spec = os.environ.get("REFLEX_SOURCE", "")
+    shards = int(os.environ.get("REFLEX_SHARDS", "4"))
+    kind, _, rest = spec.partition(":")
+    if kind == "sim" and rest:
+        scenario, _, seed = rest.partition(":")
+        return SimulatorSource(scenario, int(seed or 7), shards, window_seconds)
+    if kind == "file" and rest:
+        return LineProtocolSource(Path(rest), shards, window_seconds)
+    if kind == "influx" and not rest:
+        return _influx_source(shards, window_seconds)
+    raise WiringError(f"REFLEX_SOURCE={spec!r}: expected sim:SCENARIO[:SEED], file:PATH or influx")
+
+
+def sinks_from_env() -> FlowSinks:
+    out = os.environ.get("REFLEX_OUT")
+    if not out:
+        raise WiringError("REFLEX_OUT is not set: the directory for the flow's outputs")
+    kind = os.environ.get("REFLEX_SINK", "files")
+    if kind == "files":
+        return file_sinks(Path(out))
+    if kind == "influx":
+        return _influx_sinks(Path(out))
+    raise WiringError(f"REFLEX_SINK={kind!r}: expected files or influx")
+
+
+def _influx_source(shards: int, window_seconds: float) -> Source:
+    from reflex_localize.flows.influx_source import QUERY_TIMEOUT_S, InfluxSource
+
+    influx = _influx_settings()
+    start, stop = os.environ.get("REFLEX_START_NS"), os.environ.get("REFLEX_STOP_NS")
+    return InfluxSource(
+        dataclasses.replace(influx, timeout_s=max(influx.timeout_s, QUERY_TIMEOUT_S)),
+        n_shards=shards,
+        window_seconds=window_seconds,
+        lag_seconds=float(os.environ.get("REFLEX_LAG_SECONDS", "5")),
+        start_ns=int(start) if start else None,
+        stop_ns=int(stop) if stop else None,
+        measure_server_clock=True,
+    )
+
+
+def _influx_sinks(out: Path) -> FlowSinks:
+    from reflex_localize.flows.influx_sink import InfluxSinkSettings, influx_sinks
+
+    influx = _influx_settings()
+    settings = InfluxSinkSettings(
+        influx.url,
+        influx.token,
+        influx.org,
+        os.environ.get("REFLEX_RESULTS_BUCKET", "reflex"),
+        spool_dir=out / "spool",
+        timeout_s=influx.timeout_s,
+        verify_ssl=influx.verify_ssl,
+        ssl_ca_cert=influx.ssl_ca_cert or None,
+    )
+    return influx_sinks(settings, out)
+
+
+def _influx_settings() -> InfluxSettings:
+
+    config = load_config(os.environ.get("REFLEX_CONFIG") or None)
+    if not config.influx.configured or not config.influx.token:
+        raise WiringError(
+            "InfluxDB is not configured: set [influx] url and token_file in REFLEX_CONFIG, or "
+            "REFLEX_INFLUX_URL and REFLEX_INFLUX_TOKEN(_FILE)"
+        )
+    return config.influx
+
+
+def flow_from_env() -> Dataflow:
+    """For ``python -m bytewax.run "reflex_localize.shell.flow_wiring:flow_from_env()"``."""
+    window = float(os.environ.get("REFLEX_WINDOW_SECONDS", "10"))
+    cluster = os.environ.get("REFLEX_CLUSTER", "sim")
+    config = JobConfig(window_seconds=window, cluster=cluster)
+    if os.environ.get("REFLEX_SOURCE") == "influx":
+        # Live partitions poll the same windows in step; one that falls this far behind is
+        # down, and the job goes on without it (its late windows go to the error stream).
+        config.max_pending_windows = int(os.environ.get("REFLEX_MAX_PENDING_WINDOWS", "12"))
+    if os.environ.get("REFLEX_WEIGHTS"):  # weights refit by `reflex fit`
+        config.weights = load_weights(Path(os.environ["REFLEX_WEIGHTS"]))
+    return build_flow(
+        source_from_env(window),
+        sinks_from_env(),
+        window_seconds=window,
+        cluster=cluster,
+        job_config=config,
+    )

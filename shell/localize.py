@@ -1,0 +1,60 @@
+"""`reflex localize`: runs the flow over a scenario or a line-protocol replay file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.runner import run_in_process
+from reflex_localize.flows.sinks import event_json
+from reflex_localize.flows.sources import LineProtocolSource
+from reflex_localize.flows.weights import load_weights
+from reflex_localize.shell.simulated_source import SimulatorSource
+
+
+@click.command()
+@click.option("--scenario", help="Simulated scenario name from the library.")
+@click.option(
+    "--replay", type=click.Path(exists=True, path_type=Path), help="A line-protocol file to replay."
+)
+@click.option("--seed", default=7, show_default=True)
+@click.option("--window", default=10.0, show_default=True, help="Window length in seconds.")
+@click.option("--events-out", type=click.Path(path_type=Path), help="Write events as JSONL.")
+@click.option(
+    "--weights",
+    "weights_path",
+    type=click.Path(exists=True, path_type=Path),
+    help="Evidence weights refit by `reflex fit`.",
+)
+def command(
+    scenario: str | None,
+    replay: Path | None,
+    seed: int,
+    window: float,
+    events_out: Path | None,
+    weights_path: Path | None,
+) -> None:
+    """Localize faults in a scenario or a replayed capture; print the events."""
+    if bool(scenario) == bool(replay):
+        raise click.UsageError("give exactly one of --scenario or --replay")
+    if scenario:
+        source: SimulatorSource | LineProtocolSource = SimulatorSource(scenario, seed, 1, window)
+    else:
+        assert replay is not None
+        source = LineProtocolSource(replay, 1, window)
+    config = JobConfig(window_seconds=window)
+    if weights_path is not None:
+        config.weights = load_weights(weights_path)
+    result = run_in_process(source, window_seconds=window, job_config=config)
+    console = Console()
+    for event in result.events:
+        console.print(f"[bold]{event.trigger}[/] {event.job}: {event.summary} -> {event.action}")
+    if result.errors:
+        console.print(
+            f"[yellow]{len(result.errors)} records rejected:[/] {dict(result.error_counts)}"
+        )
+    if events_out:
+        events_out.write_text("".join(event_json(e) + "\n" for e in result.events))

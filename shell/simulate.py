@@ -1,0 +1,127 @@
+"""``reflex simulate``: a scenario's telemetry as line protocol, and its ground truth.
+
+reflex simulate demo --seed 7 --out demo.lp --truth demo.truth.json
+reflex simulate mixture --scale 10000 --out big.lp
+reflex simulate --list
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+import click
+
+from reflex_localize.influx.writer import Writer
+from reflex_localize.schemas.frame import Frame
+from reflex_localize.schemas.frame_codec import encode_frame
+from reflex_localize.simulator.faults import fault_types
+from reflex_localize.simulator.scenario import load_scenario, scale_scenario, scenario_names
+from reflex_localize.simulator.simulation import Simulation
+
+MAX_GPUS = 10_000
+
+
+@click.command(name="simulate")
+@click.argument("scenario", required=False)
+@click.option("--seed", default=0, show_default=True, help="Seed: same seed, same telemetry.")
+@click.option("--scale", type=click.IntRange(1, MAX_GPUS), help="Resize the cluster to ~GPUS GPUs.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Line-protocol file (default: stdout).")  # fmt: skip
+@click.option("--truth", type=click.Path(dir_okay=False, path_type=Path),
+              help="Ground-truth JSON label file.")  # fmt: skip
+@click.option("--influx", "influx_url",
+              help="Write to this InfluxDB via influx.writer (and to --out if given).")  # fmt: skip
+@click.option("--token", envvar="REFLEX_INFLUX_TOKEN", default="", show_envvar=True)
+@click.option("--org", envvar="REFLEX_INFLUX_ORG", default="reflex", show_default=True)
+@click.option("--bucket", envvar="REFLEX_INFLUX_BUCKET", default="telemetry", show_default=True)
+@click.option("--spool-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path(".reflex-spool/simulate"), show_default=True,
+              help="Where undelivered batches wait for InfluxDB.")  # fmt: skip
+@click.option("--chunk-seconds", default=10, show_default=True, type=click.IntRange(1),
+              help="Simulated seconds generated per batch.")  # fmt: skip
+@click.option("--list", "list_only", is_flag=True, help="List scenarios and fault types.")
+def command(
+    scenario: str | None,
+    seed: int,
+    scale: int | None,
+    out: Path | None,
+    truth: Path | None,
+    influx_url: str | None,
+    token: str,
+    org: str,
+    bucket: str,
+    spool_dir: Path,
+    chunk_seconds: int,
+    list_only: bool,
+) -> None:
+    """Simulate SCENARIO (a library name or a .toml path) and write its telemetry."""
+    if list_only or scenario is None:
+        click.echo("scenarios:   " + " ".join(scenario_names()))
+        click.echo("fault types: " + " ".join(fault_types()))
+        return
+    try:
+        loaded = load_scenario(scenario)
+    except (KeyError, FileNotFoundError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    if scale:
+        loaded = scale_scenario(loaded, scale)
+    sim = Simulation(loaded, seed=seed)
+    if truth:
+        sim.write_truth(truth)
+    started = time.perf_counter()
+    if influx_url:
+        points = _to_influx(
+            sim, chunk_seconds, out, Writer(influx_url, token, org, bucket, spool_dir)
+        )
+    else:
+        with out.open("w") if out else _stdout() as sink:
+            points = write_lines(sim, sink, chunk_seconds)
+    elapsed = time.perf_counter() - started
+    click.echo(
+        f"{loaded.name}: {len(sim.cluster.nodes)} nodes, {sim.cluster.gpu_count} GPUs, "
+        f"{sim.duration_s:.0f} s simulated, {points} points in {elapsed:.1f} s "
+        f"({points / max(elapsed, 1e-9):,.0f} points/s), {len(sim.truth)} truth labels",
+        err=True,
+    )
+
+
+def _to_influx(sim: Simulation, chunk_seconds: int, out: Path | None, writer: Writer) -> int:
+    """Writes to InfluxDB, and to ``out`` too when given."""
+    points = 0
+    with writer, out.open("w") if out else contextlib.nullcontext() as sink:
+        for chunk in sim.chunks(seconds=float(chunk_seconds)):
+            writer.write_frames(chunk)
+            points += sum(len(frame) for frame in chunk)
+            if sink is not None:
+                _write_chunk(chunk, sink)
+    if writer.stats.rejected or not writer.spool_empty:
+        click.echo(f"influx: {writer.stats}", err=True)
+    return points
+
+
+def write_lines(sim: Simulation, sink: TextIO, chunk_seconds: int) -> int:
+    return sum(_write_chunk(chunk, sink) for chunk in sim.chunks(seconds=float(chunk_seconds)))
+
+
+def _write_chunk(chunk: list[Frame], sink: TextIO) -> int:
+    """Writes a chunk's frames as line protocol; returns how many lines."""
+    points = 0
+    for frame in chunk:
+        lines = encode_frame(frame)
+        points += len(lines)
+        sink.write("".join(line + "\n" for line in lines))
+    return points
+
+
+class _stdout:
+    """stdout as a context manager that is not closed on exit."""
+
+    def __enter__(self) -> TextIO:
+        return sys.stdout
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stdout.flush()

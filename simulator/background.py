@@ -1,0 +1,134 @@
+"""Benign background and persistent quirks: anomalies that are not faults.
+
+Real fleets are never clean: throttles come and go, ECC corrects a burst of bits, a PCIe
+replay or a symbol error happens, a host gets busy for a few seconds, the fabric congests.
+A detector that fires on these alone is useless, so they are on by default. Quirks are
+permanent per-entity offsets (a hot node, a slow-clocked GPU, a noisy port) that only a
+longitudinal baseline can tell from a fault.
+
+>>> import numpy as np
+>>> from reflex_localize.simulator.scenario import load_scenario
+>>> from reflex_localize.simulator.cluster import build_cluster
+>>> scenario = load_scenario("demo")
+>>> episodes = background_episodes(scenario, build_cluster(scenario), np.random.default_rng(1))
+>>> {"clock", "ecc_corrected", "symbol_error"} <= {e.effect for e in episodes}
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from reflex_localize.simulator.cluster import ClusterSpec
+from reflex_localize.simulator.effects import Episode
+from reflex_localize.simulator.events import EventRecord
+from reflex_localize.simulator.faults import SW_THERMAL
+from reflex_localize.simulator.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Quirk:
+    kind: str  # "hot_node", "slow_clock_gpu", "noisy_port"
+    node: str
+    index: str  # GPU index or HCA port, "" for a whole node
+
+
+def _draws(
+    rng: np.random.Generator, per_hour: float, entities: int, duration_s: float, lasting: tuple
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Poisson episode starts over ``entities``: (entity, start_s, end_s) arrays."""
+    count = rng.poisson(per_hour * entities * duration_s / 3600.0)
+    entity = rng.integers(0, max(entities, 1), count)
+    start = np.floor(rng.uniform(0, duration_s, count))
+    return entity, start, start + rng.integers(lasting[0], lasting[1] + 1, count)
+
+
+def background_episodes(
+    scenario: Scenario, cluster: ClusterSpec, rng: np.random.Generator
+) -> list[Episode]:
+    rates, duration = scenario.background, scenario.duration_s
+    gpus, ports, nodes = cluster.gpu_count, cluster.gpu_count, len(cluster.nodes)
+    out: list[Episode] = []
+
+    def add(level: str, draws: tuple, **effects: float) -> None:
+        for entity, start, end in zip(*draws, strict=True):
+            target = np.array([entity])
+            for effect, value in effects.items():
+                out.append(Episode(level, target, float(start), float(end), effect, value))
+
+    add("gpu", _draws(rng, rates.throttle_per_gpu_hour, gpus, duration, (2, 10)),
+        throttle=SW_THERMAL, clock=0.88, compute=1.08)  # fmt: skip
+    add("gpu", _draws(rng, rates.ecc_burst_per_gpu_hour, gpus, duration, (2, 6)),
+        ecc_corrected=4.0)  # fmt: skip
+    add("gpu", _draws(rng, rates.pcie_replay_per_gpu_hour, gpus, duration, (1, 2)),
+        pcie_replay=2.0)  # fmt: skip
+    blips = _draws(rng, rates.nic_blip_per_port_hour, ports, duration, (1, 3))
+    add("port", blips, symbol_error=6.0, rcv_error=0.7)
+    add("nic", _draws(rng, rates.nic_blip_per_port_hour, nodes, duration, (1, 3)), rx_errors=3.0)
+    add("host", _draws(rng, rates.cpu_contention_per_node_hour, nodes, duration, (5, 30)),
+        psi_cpu=0.15, cpu_busy=0.2, load=30.0, compute=1.02)  # fmt: skip
+    for job in cluster.jobs:
+        span = job.end_s - job.start_s
+        _, starts, ends = _draws(rng, rates.congestion_per_job_hour, 1, span, (10, 60))
+        ports_of_job = np.unique(job.rank_gpu)
+        for start, end in zip(starts + job.start_s, ends + job.start_s, strict=True):
+            out.append(Episode("port", ports_of_job, start, end, "xmit_wait", 8e6))
+            out.append(Episode("port", ports_of_job, start, end, "comm", 1.15))
+    return out
+
+
+def background_events(
+    scenario: Scenario, cluster: ClusterSpec, rng: np.random.Generator
+) -> list[EventRecord]:
+    """Corrected machine checks: the kernel logs them, and they mean nothing for a job."""
+    nodes, starts, _ = _draws(
+        rng, scenario.background.mce_per_node_hour, len(cluster.nodes), scenario.duration_s, (0, 0)
+    )
+    offsets = rng.uniform(0, 1, len(starts))
+    return [
+        EventRecord(
+            scenario.start_ns + int((start + offset) * 1e9),
+            cluster.nodes[node].name,
+            "kmsg",
+            "mce",
+            {
+                "code": int(bank),
+                "message": f"mce: [Hardware Error]: Machine check events logged "
+                f"(corrected, bank {bank})",
+            },
+        )
+        for node, start, offset, bank in zip(
+            nodes, starts, offsets, rng.integers(0, 28, len(starts)), strict=True
+        )
+    ]
+
+
+def quirk_episodes(
+    scenario: Scenario, cluster: ClusterSpec, rng: np.random.Generator
+) -> tuple[list[Episode], list[Quirk]]:
+    gpus_per_node, duration = cluster.gpus_per_node, scenario.duration_s
+    nodes = len(cluster.nodes)
+    quirks, episodes = [], []
+    for node in rng.choice(nodes, min(scenario.quirks.hot_nodes, nodes), replace=False):
+        gpus = np.arange(node * gpus_per_node, (node + 1) * gpus_per_node)
+        offset = float(rng.uniform(3, 5)) * scenario.quirks.strength
+        episodes.append(Episode("gpu", gpus, 0, duration, "temp", offset))
+        quirks.append(Quirk("hot_node", cluster.nodes[node].name, ""))
+    count = min(scenario.quirks.slow_clock_gpus, cluster.gpu_count)
+    for gpu in rng.choice(cluster.gpu_count, count, replace=False):
+        # A binned-low part: 2-3 % less clock, and its rank a little slower, for ever.
+        clock = 1 - (1 - float(rng.uniform(0.97, 0.98))) * scenario.quirks.strength
+        episodes.append(Episode("gpu", np.array([gpu]), 0, duration, "clock", clock))
+        episodes.append(Episode("gpu", np.array([gpu]), 0, duration, "compute", 1 / clock))
+        node = cluster.nodes[gpu // gpus_per_node].name
+        quirks.append(Quirk("slow_clock_gpu", node, str(gpu % gpus_per_node)))
+    for port in rng.choice(
+        cluster.gpu_count, min(scenario.quirks.noisy_ports, nodes), replace=False
+    ):
+        rate = 0.05 * scenario.quirks.strength
+        episodes.append(Episode("port", np.array([port]), 0, duration, "symbol_error", rate))
+        node = cluster.nodes[port // gpus_per_node]
+        quirks.append(Quirk("noisy_port", node.name, f"{node.hcas[port % gpus_per_node]}/1"))
+    return episodes, quirks

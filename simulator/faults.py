@@ -1,0 +1,514 @@
+"""The fault catalogue: each fault type as episodes, events, job incidents and a label.
+
+A builder gets the fault's resolved location and returns what it does to telemetry
+(:class:`Episode`), what it logs (:class:`EventRecord`), what it does to the job
+(:class:`JobIncident`) and the ground truth a correct localization must match
+(:class:`FaultLabel`). Magnitudes are defaults that a scenario may override per fault.
+
+>>> from reflex_localize.simulator.scenario import load_scenario, FaultConfig
+>>> from reflex_localize.simulator.cluster import build_cluster
+>>> import numpy as np
+>>> cluster = build_cluster(load_scenario("demo"))
+>>> out = build_fault(FaultConfig("xid79", 300.0, node="node-0003", gpu=2), 0, Context(
+...     cluster, np.random.default_rng(0), 600.0, 0, "demo"))
+>>> out.label.fault_class, out.label.node, out.label.index, out.events[0].fields["code"]
+('explicit', 'node-0003', '2', 79)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from reflex_localize.simulator.cascade import JobIncident, crash, hang
+from reflex_localize.simulator.cluster import ClusterSpec, JobSpec
+from reflex_localize.simulator.effects import Episode
+from reflex_localize.simulator.events import EventRecord
+from reflex_localize.simulator.scenario import FaultConfig
+
+# Throttle reason bits (nvmlDeviceGetCurrentClocksEventReasons).
+HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, POWER_BRAKE = 0x8, 0x20, 0x40, 0x80
+
+
+@dataclass(frozen=True)
+class FaultLabel:
+    """Ground truth for one injected fault: what a correct localization must name.
+
+    ``expect`` is "hardware" (name node, component and index) or "no_hardware_fault"
+    (a localization must say the slowdown is not hardware, e.g. pipeline imbalance).
+
+    >>> FaultLabel("f1", "xid79", "explicit", "node-0003", "gpu", "2", 1, 2, "j", "hardware",
+    ...            "GPU fell off the bus").as_dict()["index"]
+    '2'
+    """
+
+    fault_id: str
+    fault_type: str
+    fault_class: str  # "explicit" | "implicit" | "none"
+    node: str
+    component: str  # "gpu" | "nic" | "host" | "node" | "none"
+    index: str  # GPU index, "mlx5_N/1", or ""
+    onset_ns: int
+    end_ns: int
+    job: str
+    expect: str
+    description: str
+
+    def as_dict(self) -> dict[str, str | int]:
+        return asdict(self)
+
+
+@dataclass
+class FaultOutput:
+    episodes: list[Episode] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+    incidents: list[JobIncident] = field(default_factory=list)
+    label: FaultLabel | None = None
+
+
+@dataclass(frozen=True)
+class Context:
+    cluster: ClusterSpec
+    rng: np.random.Generator
+    duration_s: float
+    start_ns: int
+    scenario: str
+
+
+@dataclass(frozen=True)
+class Where:
+    """A fault's resolved location and time span."""
+
+    node: int
+    node_name: str
+    gpu: int  # local GPU index on the node
+    gpu_global: int
+    port_global: int
+    hca: str
+    job: JobSpec | None
+    onset_s: float
+    end_s: float
+    params: dict
+
+    def p(self, name: str, default: float) -> float:
+        return float(self.params.get(name, default))
+
+
+Builder = Callable[[Where, Context, FaultOutput], None]
+CATALOGUE: dict[str, tuple[str, str, Builder]] = {}  # type -> (class, component, builder)
+
+
+def fault(kind: str, fault_class: str, component: str) -> Callable[[Builder], Builder]:
+    def register(builder: Builder) -> Builder:
+        CATALOGUE[kind] = (fault_class, component, builder)
+        return builder
+
+    return register
+
+
+def fault_types() -> list[str]:
+    return sorted(CATALOGUE)
+
+
+def build_fault(config: FaultConfig, number: int, ctx: Context) -> FaultOutput:
+    if config.type not in CATALOGUE:
+        raise ValueError(f"unknown fault type {config.type!r}; known: {', '.join(fault_types())}")
+    fault_class, component, builder = CATALOGUE[config.type]
+    where = _resolve(config, ctx)
+    out = FaultOutput()
+    builder(where, ctx, out)
+    index = {"gpu": str(where.gpu), "nic": f"{where.hca}/1"}.get(component, "")
+    no_hardware = fault_class == "none" or config.type == "software_crash"
+    out.label = FaultLabel(
+        fault_id=f"{ctx.scenario}-{number:03d}-{config.type}",
+        fault_type=config.type,
+        fault_class=fault_class,
+        node="" if fault_class == "none" else where.node_name,
+        component="none" if no_hardware else component,
+        index="" if no_hardware else index,
+        onset_ns=ctx.start_ns + int(where.onset_s * 1e9),
+        end_ns=ctx.start_ns + int(where.end_s * 1e9),
+        job=where.job.name if where.job else "",
+        expect="no_hardware_fault" if no_hardware else "hardware",
+        description=DESCRIPTIONS[config.type],
+    )
+    return out
+
+
+def _resolve(config: FaultConfig, ctx: Context) -> Where:
+    cluster = ctx.cluster
+    if config.node is not None:
+        node = cluster.node_index(config.node)
+    elif config.job is not None:
+        named = next(j for j in cluster.jobs if j.name == config.job)
+        node = cluster.node_index(named.nodes[config.job_node % len(named.nodes)])
+    else:
+        raise ValueError(f"fault {config.type}: give node, or job and job_node")
+    if not 0 <= node < len(cluster.nodes):
+        raise ValueError(f"fault {config.type}: node {config.node} is not in the cluster")
+    gpus = cluster.gpus_per_node
+    end = ctx.duration_s if config.duration_s is None else config.onset_s + config.duration_s
+    job = (
+        next(j for j in cluster.jobs if j.name == config.job)
+        if config.job is not None
+        else cluster.job_of_node(node)
+    )
+    gpu = config.gpu if config.type not in PORT_FAULTS else config.port
+    return Where(
+        node=node,
+        node_name=cluster.nodes[node].name,
+        gpu=gpu % gpus,
+        gpu_global=node * gpus + gpu % gpus,
+        port_global=node * gpus + config.port % gpus,
+        hca=cluster.nodes[node].hcas[config.port % gpus],
+        job=job,
+        onset_s=config.onset_s,
+        end_s=min(end, ctx.duration_s),
+        params=config.params,
+    )
+
+
+PORT_FAULTS = {"ib_flapping", "ib_link_down", "pfc_storm"}
+
+
+def _one(index: int) -> np.ndarray:
+    return np.array([index])
+
+
+def _node_gpus(where: Where, ctx: Context) -> np.ndarray:
+    gpus = ctx.cluster.gpus_per_node
+    return np.arange(where.node * gpus, (where.node + 1) * gpus)
+
+
+def _xid(where: Where, ctx: Context, at_s: float, code: int, message: str) -> EventRecord:
+    return EventRecord(
+        ctx.start_ns + int(at_s * 1e9),
+        where.node_name,
+        "nvml",
+        "xid",
+        {"code": code, "gpu": where.gpu, "device": pci_bus_id(where.gpu), "message": message},
+    )
+
+
+def pci_bus_id(gpu: int) -> str:
+    # The bus numbers of an 8-GPU HGX baseboard.
+    bus = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)[gpu % 8]
+    return f"00000000:{bus:02X}:00.0"
+
+
+def _crash(where: Where, ctx: Context, out: FaultOutput, at_s: float, reason: str) -> None:
+    if where.job is None or at_s >= where.job.end_s or at_s < where.job.start_s:
+        return  # no job on the node: the fault logs, nothing cascades
+    events, incident = crash(where.job, at_s, where.gpu_global, reason, ctx.rng, ctx.start_ns)
+    out.events += events
+    out.incidents.append(incident)
+
+
+def _persist(out: FaultOutput, level: str, entities: np.ndarray, where: Where, **effects: float):
+    for effect, value in effects.items():
+        out.episodes.append(Episode(level, entities, where.onset_s, where.end_s, effect, value))
+
+
+# ---- memory and ECC ---------------------------------------------------------------------------
+
+
+def _ecc_xid(code: int, meaning: str) -> Builder:
+    def build(where: Where, ctx: Context, out: FaultOutput) -> None:
+        gpu, t = _one(where.gpu_global), where.onset_s
+        out.episodes += [
+            Episode("gpu", gpu, t - 20, t, "ecc_corrected", 0.5),  # a few SBEs lead up to it
+            Episode("gpu", gpu, t, t + 1, "ecc_uncorrected", 1),
+            Episode("gpu", gpu, t, t + 1, "remap_uncorrectable", 1),
+            Episode("gpu", gpu, t, where.end_s, "remap_pending", 1),
+        ]
+        out.events.append(_xid(where, ctx, t, code, f"Xid {code}, {meaning}"))
+        _crash(where, ctx, out, t, f"CUDA error: uncorrectable ECC error encountered (Xid {code})")
+
+    return build
+
+
+for _code, _meaning in ((48, "DBE (double bit error)"), (94, "Contained ECC error"),
+                        (95, "Uncontained ECC error")):  # fmt: skip
+    fault(f"xid{_code}", "explicit", "gpu")(_ecc_xid(_code, _meaning))
+
+
+@fault("row_remap_exhaustion", "explicit", "gpu")
+def _row_remap(where: Where, ctx: Context, out: FaultOutput) -> None:
+    gpu, t = _one(where.gpu_global), where.onset_s
+    t63 = t + where.p("ramp_s", 120.0)
+    t64 = t63 + where.p("gap_s", 60.0)
+    out.episodes += [
+        Episode("gpu", gpu, t, t63, "ecc_corrected", where.p("ecc_rate", 30.0), ramp=True),
+        Episode("gpu", gpu, t63, t64, "ecc_corrected", where.p("ecc_rate", 30.0)),
+        Episode("gpu", gpu, t, t64, "remap_correctable", 0.08),
+        Episode("gpu", gpu, t63, where.end_s, "remap_pending", 1),
+        Episode("gpu", gpu, t64, where.end_s, "remap_failure", 1),
+        Episode("gpu", gpu, t64, t64 + 1, "ecc_uncorrected", 1),
+    ]
+    out.events.append(_xid(where, ctx, t63, 63, "Xid 63, Row remapping event recorded"))
+    out.events.append(_xid(where, ctx, t64, 64, "Xid 64, Row remapping failed: no spare rows"))
+    _crash(where, ctx, out, t64, "CUDA error: uncorrectable ECC error encountered")
+
+
+# ---- interconnect -----------------------------------------------------------------------------
+
+
+@fault("xid74", "explicit", "gpu")
+def _xid74(where: Where, ctx: Context, out: FaultOutput) -> None:
+    gpu, t = _one(where.gpu_global), where.onset_s
+    t74 = t + where.p("ramp_s", 90.0)
+    out.episodes += [
+        Episode("gpu", gpu, t, t74, "nvlink_crc", where.p("crc_rate", 200.0), ramp=True),
+        Episode("gpu", gpu, t, t74, "comm", 1.15),
+        Episode("gpu", gpu, t74, where.end_s, "nvlink_down", 2),
+    ]
+    out.events.append(_xid(where, ctx, t74, 74, "Xid 74, NVLink: fatal error detected"))
+    _crash(where, ctx, out, t74, "NCCL error: unhandled system error (NVLink)")
+
+
+@fault("nvlink_degradation", "implicit", "gpu")
+def _nvlink_degradation(where: Where, ctx: Context, out: FaultOutput) -> None:
+    _persist(
+        out, "gpu", _one(where.gpu_global), where,
+        nvlink_down=where.p("links_down", 4), nvlink_crc=where.p("crc_rate", 8.0),
+        comm=where.p("comm", 2.0),
+    )  # fmt: skip
+
+
+@fault("pcie_downgrade", "implicit", "gpu")
+def _pcie_downgrade(where: Where, ctx: Context, out: FaultOutput) -> None:
+    _persist(
+        out, "gpu", _one(where.gpu_global), where,
+        pcie_width=where.p("width", 8), pcie_replay=where.p("replay_rate", 0.3),
+        comm=where.p("comm", 1.8), compute=1.03,
+    )  # fmt: skip
+
+
+@fault("ib_flapping", "implicit", "nic")
+def _ib_flapping(where: Where, ctx: Context, out: FaultOutput) -> None:
+    port = _one(where.port_global)
+    _persist(
+        out, "port", port, where, symbol_error=where.p("symbol_rate", 40.0), rcv_error=3.0,
+        comm=where.p("comm", 1.8),
+    )  # fmt: skip
+    every = where.p("flap_every_s", 20.0)
+    for t in np.arange(where.onset_s, where.end_s, every):
+        jitter = float(ctx.rng.uniform(0, every / 2))
+        out.episodes.append(Episode("port", port, t + jitter, t + jitter + 1, "recovery", 1))
+
+
+@fault("ib_link_down", "explicit", "nic")
+def _ib_link_down(where: Where, ctx: Context, out: FaultOutput) -> None:
+    port, t = _one(where.port_global), where.onset_s
+    out.episodes += [
+        Episode("port", port, t - 30, t, "symbol_error", 20.0, ramp=True),
+        Episode("port", port, t, where.end_s, "port_state", 1),
+        Episode("port", port, t, t + 1, "downed", 1),
+    ]
+    device = f"{where.hca}/1"
+    out.events.append(
+        EventRecord(
+            ctx.start_ns + int(t * 1e9),
+            where.node_name,
+            "kmsg",
+            "link_down",
+            {"device": device, "message": f"{where.hca}: port 1 link down (phys state Polling)"},
+        )
+    )
+    if where.end_s < ctx.duration_s:
+        out.events.append(
+            EventRecord(
+                ctx.start_ns + int(where.end_s * 1e9),
+                where.node_name,
+                "kmsg",
+                "link_up",
+                {"device": device, "message": f"{where.hca}: port 1 link up"},
+            )
+        )
+    _crash(where, ctx, out, t, "NCCL error: remote process exited or there was a network error")
+
+
+@fault("pfc_storm", "implicit", "nic")
+def _pfc_storm(where: Where, ctx: Context, out: FaultOutput) -> None:
+    if ctx.cluster.nodes[where.node].link_layer != "Ethernet":
+        raise ValueError(f"pfc_storm needs a RoCE node; {where.node_name} is InfiniBand")
+    _persist(out, "port", _one(where.port_global), where, pfc_tx=where.p("pause_rate", 120000.0))
+    # Pauses back-propagate: every port the job talks through stalls and slows its ranks.
+    victims = where.job.rank_gpu if where.job else _node_gpus(where, ctx)
+    _persist(
+        out, "port", np.unique(victims), where, pfc_rx=20000.0, xmit_wait=4e7,
+        comm=where.p("comm", 1.9),
+    )  # fmt: skip
+
+
+# ---- GPU --------------------------------------------------------------------------------------
+
+
+@fault("xid79", "explicit", "gpu")
+def _xid79(where: Where, ctx: Context, out: FaultOutput) -> None:
+    t = where.onset_s
+    out.episodes.append(Episode("gpu", _one(where.gpu_global), t, where.end_s, "lost", 1))
+    out.events.append(_xid(where, ctx, t, 79, "Xid 79, GPU has fallen off the bus"))
+    out.events.append(
+        EventRecord(
+            ctx.start_ns + int((t + 1.0) * 1e9),
+            where.node_name,
+            "nvml",
+            "gpu_lost",
+            {"gpu": where.gpu, "device": pci_bus_id(where.gpu), "message": "NVML: GPU is lost"},
+        )
+    )
+    _crash(where, ctx, out, t, "CUDA error: unspecified launch failure")
+
+
+@fault("xid119", "explicit", "gpu")
+def _xid119(where: Where, ctx: Context, out: FaultOutput) -> None:
+    t = where.onset_s
+    out.events.append(_xid(where, ctx, t, 119, "Xid 119, Timeout after 6s of waiting for RPC"))
+    _persist(out, "gpu", _one(where.gpu_global), where, power=0.5, clock=0.3)
+    _crash(where, ctx, out, t, "CUDA error: unspecified launch failure")
+
+
+@fault("thermal_throttle", "implicit", "gpu")
+def _thermal(where: Where, ctx: Context, out: FaultOutput) -> None:
+    gpu, t = _one(where.gpu_global), where.onset_s
+    heat, rise = where.p("temp_rise", 24.0), where.p("rise_s", 60.0)
+    clock = where.p("clock", 0.72)
+    out.episodes += [
+        Episode("gpu", gpu, t, t + rise, "temp", heat, ramp=True),
+        Episode("gpu", gpu, t + rise, where.end_s, "temp", heat),
+    ]
+    hot = Where(**{**where.__dict__, "onset_s": t + rise / 2})
+    _persist(
+        out, "gpu", gpu, hot, throttle=SW_THERMAL | HW_THERMAL, clock=clock, power=0.85,
+        compute=clock**-0.9,
+    )  # fmt: skip
+
+
+@fault("power_brake", "implicit", "node")
+def _power_brake(where: Where, ctx: Context, out: FaultOutput) -> None:
+    clock = where.p("clock", 0.5)
+    _persist(
+        out, "gpu", _node_gpus(where, ctx), where, throttle=POWER_BRAKE | HW_SLOWDOWN,
+        clock=clock, power=0.45, compute=clock**-0.9,
+    )  # fmt: skip
+
+
+@fault("fail_slow_gpu", "implicit", "gpu")
+def _fail_slow(where: Where, ctx: Context, out: FaultOutput) -> None:
+    # Clock stuck low with no throttle reason: nothing logs it, only the numbers show it.
+    clock = where.p("clock", 0.6)
+    _persist(out, "gpu", _one(where.gpu_global), where, clock=clock, power=0.75,
+             compute=clock**-0.9)  # fmt: skip
+
+
+# ---- host -------------------------------------------------------------------------------------
+
+
+@fault("host_contention", "implicit", "host")
+def _host_contention(where: Where, ctx: Context, out: FaultOutput) -> None:
+    _persist(
+        out, "host", _one(where.node), where, psi_cpu=0.45, psi_memory=0.3,
+        psi_memory_full=0.1, mem_available=0.08, cpu_busy=0.5, load=180.0,
+        compute=where.p("compute", 1.35),
+    )  # fmt: skip
+
+
+@fault("io_stall", "implicit", "host")
+def _io_stall(where: Where, ctx: Context, out: FaultOutput) -> None:
+    _persist(
+        out, "host", _one(where.node), where, psi_io=0.7, psi_io_full=0.4, iowait=0.35,
+        load=40.0, compute=where.p("compute", 1.5),
+    )  # fmt: skip
+
+
+# ---- job level --------------------------------------------------------------------------------
+
+
+@fault("nccl_hang", "implicit", "node")
+def _nccl_hang(where: Where, ctx: Context, out: FaultOutput) -> None:
+    if where.job is None:
+        raise ValueError(f"nccl_hang: no job runs on {where.node_name}")
+    # The cause: a rank stuck on its host (D state), so its GPUs go idle while peers spin.
+    _persist(out, "host", _one(where.node), where, psi_io=0.6, psi_io_full=0.55, iowait=0.4)
+    events, incident = hang(where.job, where.onset_s, where.node, ctx.rng, ctx.start_ns)
+    out.events += events
+    out.incidents.append(incident)
+
+
+@fault("sdc", "implicit", "gpu")
+def _sdc(where: Where, ctx: Context, out: FaultOutput) -> None:
+    if where.job is None:
+        raise ValueError(f"sdc: no job runs on {where.node_name}")
+    rank = int(np.flatnonzero(where.job.rank_gpu == where.gpu_global)[0])
+    replica = int(where.job.dp_rank[rank])
+    out.incidents.append(JobIncident("loss_spike", where.job.name, where.onset_s, value=replica))
+
+
+@fault("software_crash", "explicit", "gpu")
+def _software_crash(where: Where, ctx: Context, out: FaultOutput) -> None:
+    _crash(where, ctx, out, where.onset_s, "RuntimeError: shape mismatch in collate_fn")
+
+
+# ---- compound and not-hardware ----------------------------------------------------------------
+
+
+@fault("compound_benign", "implicit", "node")
+def _compound(where: Where, ctx: Context, out: FaultOutput) -> None:
+    # Each piece alone is within normal background; together they slow one rank ~15 %.
+    gpu, port = _one(where.gpu_global), _one(where.port_global)
+    _persist(out, "gpu", gpu, where, ecc_corrected=0.4, pcie_replay=0.25, compute=1.04)
+    for t in np.arange(where.onset_s, where.end_s, 40.0):
+        out.episodes += [
+            Episode("gpu", gpu, t, t + 12, "throttle", SW_THERMAL),
+            Episode("gpu", gpu, t, t + 12, "clock", 0.93),
+            Episode("gpu", gpu, t, t + 12, "compute", 1.07),
+        ]
+    _persist(out, "port", port, where, symbol_error=1.5, comm=1.12)
+    _persist(out, "host", _one(where.node), where, psi_cpu=0.12, cpu_busy=0.1, compute=1.05)
+
+
+@fault("pipeline_imbalance", "none", "none")
+def _pipeline_imbalance(where: Where, ctx: Context, out: FaultOutput) -> None:
+    if where.job is None:
+        raise ValueError("pipeline_imbalance needs a job")
+    factor = where.p("last_stage_factor", 1.35)
+    out.incidents.append(JobIncident("stage_factor", where.job.name, where.onset_s, value=factor))
+
+
+@fault("seqlen_imbalance", "none", "none")
+def _seqlen_imbalance(where: Where, ctx: Context, out: FaultOutput) -> None:
+    if where.job is None:
+        raise ValueError("seqlen_imbalance needs a job")
+    sigma = where.p("seq_noise", 0.18)
+    out.incidents.append(JobIncident("seq_noise", where.job.name, where.onset_s, value=sigma))
+
+
+DESCRIPTIONS = {
+    "xid48": "double-bit ECC error (XID 48) kills the rank; NCCL timeouts cascade",
+    "xid94": "contained ECC error (XID 94) kills the rank; NCCL timeouts cascade",
+    "xid95": "uncontained ECC error (XID 95) kills the rank; NCCL timeouts cascade",
+    "row_remap_exhaustion": "correctable ECC rises, XID 63 (remap), then XID 64 (no spare rows)",
+    "xid74": "NVLink CRC errors grow, then XID 74 and the job crashes",
+    "nvlink_degradation": "NVLinks of one GPU go inactive with CRC errors; its comm slows",
+    "pcie_downgrade": "PCIe link of one GPU trains down to x8; replays; its comm slows",
+    "ib_flapping": "an IB port retrains repeatedly with symbol errors; its rank's comm slows",
+    "ib_link_down": "an IB port goes down (explicit link_down); NCCL timeouts cascade",
+    "pfc_storm": "one RoCE NIC floods PFC pauses; every port of the job stalls",
+    "xid79": "GPU fell off the bus (XID 79, GPU lost); NCCL timeouts cascade",
+    "xid119": "GSP RPC timeout (XID 119); the rank dies; NCCL timeouts cascade",
+    "thermal_throttle": "one GPU's cooling fails: temperature rises, thermal throttling",
+    "power_brake": "power brake on a node: all its GPUs clock down",
+    "fail_slow_gpu": "a GPU's clock is stuck low with no throttle reason: its rank is slow",
+    "host_contention": "CPU and memory contention on a host slow its ranks",
+    "io_stall": "the dataloader stalls on IO on one node; its ranks compute slowly",
+    "nccl_hang": "every rank stops; the cause node's ranks are stuck on the host, others time out",
+    "sdc": "silent data corruption: a loss spike from one replica, then the whole job",
+    "software_crash": "an application exception kills one rank; not hardware",
+    "compound_benign": "small ECC, PCIe, throttle, symbol-error and CPU anomalies on one node "
+    "that together slow the job",
+    "pipeline_imbalance": "the last pipeline stage becomes heavier: slower job, no hardware fault",
+    "seqlen_imbalance": "sequence lengths vary more: noisier, slower steps, no hardware fault",
+}

@@ -1,0 +1,208 @@
+"""Scenario files: a cluster, its jobs, its benign background and its faults, in TOML.
+
+Scenarios live in ``scenarios/`` beside this file and are loaded by name, or from any path.
+``scale_scenario`` resizes one to a GPU count (``reflex simulate --scale``) while keeping its
+faults attached to the same jobs.
+
+>>> scenario = load_scenario("demo")
+>>> scenario.nodes, scenario.gpus_per_node, [job.name for job in scenario.jobs]
+(32, 8, ['llm-a', 'llm-b'])
+>>> scale_scenario(scenario, 1024).nodes
+128
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reflex_localize.schemas.hardware_profiles import load_profiles
+
+LIBRARY = Path(__file__).parent / "scenarios"
+DEFAULT_START_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z: fixed, so runs repeat
+
+
+@dataclass(frozen=True)
+class BackgroundRates:
+    """Benign anomalies, each a Poisson process: episodes per entity-hour (0 turns one off)."""
+
+    throttle_per_gpu_hour: float = 0.4
+    ecc_burst_per_gpu_hour: float = 0.3
+    pcie_replay_per_gpu_hour: float = 0.5
+    nic_blip_per_port_hour: float = 0.5
+    cpu_contention_per_node_hour: float = 0.6
+    congestion_per_job_hour: float = 3.0
+    mce_per_node_hour: float = 0.5  # corrected machine checks: logged, harmless
+
+
+@dataclass(frozen=True)
+class Quirks:
+    """Persistent per-entity oddities that are normal for that entity, never a fault."""
+
+    hot_nodes: int = 1
+    slow_clock_gpus: int = 1
+    noisy_ports: int = 1
+    # Scales every quirk's offset: real fleets have parts that run far off their peers for
+    # years without being faulty, which is what an entity's own baseline is for.
+    strength: float = 1.0
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    name: str
+    nodes: int
+    pp: int = 1
+    tp: int = 8
+    start_s: float = 0.0
+    end_s: float | None = None
+    profile: str | None = None  # place the job on nodes of this profile only
+    step_s: float = 1.5  # nominal step time of a healthy rank, compute + own communication
+    comm_fraction: float = 0.25
+    last_stage_factor: float = 1.06  # the last pipeline stage carries the loss head
+    seq_noise: float = 0.03  # lognormal sigma of per-replica sequence-length cost
+    checkpoint_every_s: float = 300.0
+    checkpoint_s: float = 12.0
+    nccl_timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class FaultConfig:
+    """One injected fault. ``node`` is a node name, or ``job`` + ``job_node`` (index of the
+    node within the job), which survives ``--scale``."""
+
+    type: str
+    onset_s: float
+    node: str | None = None
+    job: str | None = None
+    job_node: int = 0
+    gpu: int = 0
+    port: int = 0
+    duration_s: float | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    duration_s: float
+    nodes: int
+    gpus_per_node: int
+    profiles: dict[str, int]  # profile name -> node count, in placement order
+    roce_nodes: int  # the last roce_nodes nodes use RoCE (Ethernet) instead of InfiniBand
+    jobs: tuple[JobConfig, ...]
+    faults: tuple[FaultConfig, ...]
+    background: BackgroundRates
+    quirks: Quirks
+    mixture_faults: int = 0  # > 0: draw this many faults from the published failure mix
+    cluster_name: str = "sim"
+    start_ns: int = DEFAULT_START_NS
+
+
+class ScenarioError(ValueError):
+    """A scenario file is malformed; the message names the scenario and what is wrong."""
+
+
+def scenario_names() -> list[str]:
+    """Names of the scenarios in the library."""
+    return sorted(path.stem for path in LIBRARY.glob("*.toml"))
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """A library scenario by name, or a scenario file by path."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = LIBRARY / f"{name_or_path}.toml"
+        if not path.exists():
+            raise KeyError(f"no scenario {name_or_path!r}; known: {', '.join(scenario_names())}")
+    return parse_scenario(tomllib.loads(path.read_text()), default_name=path.stem)
+
+
+def parse_scenario(raw: dict[str, Any], default_name: str = "scenario") -> Scenario:
+    """A Scenario from parsed TOML; raises ScenarioError for any malformed part."""
+    try:
+        return _parse_scenario(raw, default_name)
+    except ScenarioError:
+        raise
+    except (TypeError, AttributeError, KeyError, ValueError) as error:
+        # A wrong type (a table where a number goes, an unknown key) must not escape as a
+        # traceback from the middle of the parser.
+        raise ScenarioError(f"scenario {default_name}: {type(error).__name__}: {error}") from None
+
+
+def _parse_scenario(raw: dict[str, Any], default_name: str) -> Scenario:
+    cluster = raw.get("cluster", {})
+    nodes = int(cluster.get("nodes", 16))
+    profiles = {
+        str(k): int(v) for k, v in cluster.get("profiles", {"h100-sxm5-80gb": nodes}).items()
+    }
+    unknown = set(profiles) - set(load_profiles())
+    if unknown:
+        raise ValueError(f"unknown hardware profiles {sorted(unknown)}")
+    if sum(profiles.values()) != nodes:
+        raise ValueError(f"profile node counts sum to {sum(profiles.values())}, not {nodes}")
+    jobs = tuple(JobConfig(**entry) for entry in raw.get("job", []))
+    faults = tuple(_fault(entry) for entry in raw.get("fault", []))
+    scenario = Scenario(
+        name=str(raw.get("name", default_name)),
+        description=str(raw.get("description", "")),
+        duration_s=float(raw.get("duration_s", 600)),
+        nodes=nodes,
+        gpus_per_node=int(cluster.get("gpus_per_node", 8)),
+        profiles=profiles,
+        roce_nodes=int(cluster.get("roce_nodes", 0)),
+        jobs=jobs,
+        faults=faults,
+        background=BackgroundRates(**raw.get("background", {})),
+        quirks=Quirks(**raw.get("quirks", {})),
+        mixture_faults=int(raw.get("mixture", {}).get("faults", 0)),
+        cluster_name=str(cluster.get("name", "sim")),
+        start_ns=int(raw.get("start_ns", DEFAULT_START_NS)),
+    )
+    _check_jobs_fit(scenario)
+    return scenario
+
+
+def _fault(entry: dict[str, Any]) -> FaultConfig:
+    known = {f.name for f in dataclasses.fields(FaultConfig)} - {"params"}
+    params = {k: v for k, v in entry.items() if k not in known}
+    return FaultConfig(**{k: v for k, v in entry.items() if k in known}, params=params)
+
+
+def _check_jobs_fit(scenario: Scenario) -> None:
+    needed = sum(job.nodes for job in scenario.jobs)
+    if needed > scenario.nodes:
+        raise ValueError(f"jobs need {needed} nodes, the cluster has {scenario.nodes}")
+    for job in scenario.jobs:
+        gpus = job.nodes * scenario.gpus_per_node
+        if gpus % (job.tp * job.pp):
+            raise ValueError(f"job {job.name}: {gpus} GPUs do not divide into tp*pp")
+
+
+def scale_scenario(scenario: Scenario, gpus: int) -> Scenario:
+    """The same scenario on about ``gpus`` GPUs: node, profile and job sizes scale together."""
+    nodes = max(1, -(-gpus // scenario.gpus_per_node))
+    factor = nodes / scenario.nodes
+    names = list(scenario.profiles)
+    counts = [max(1, round(scenario.profiles[n] * factor)) for n in names]
+    counts[-1] = max(1, nodes - sum(counts[:-1]))
+    while sum(counts) > nodes:  # rounding overshoot on tiny clusters
+        counts[counts.index(max(counts))] -= 1
+    jobs = tuple(_scaled_job(job, factor, scenario.gpus_per_node) for job in scenario.jobs)
+    return dataclasses.replace(
+        scenario,
+        nodes=nodes,
+        profiles=dict(zip(names, counts, strict=True)),
+        roce_nodes=round(scenario.roce_nodes * factor),
+        jobs=jobs,
+    )
+
+
+def _scaled_job(job: JobConfig, factor: float, gpus_per_node: int) -> JobConfig:
+    # Keep whole pipeline replicas: scale the data-parallel degree, never pp or tp.
+    nodes_per_replica = max(1, job.pp * job.tp // gpus_per_node)
+    replicas = max(1, int(job.nodes * factor) // nodes_per_replica)
+    return dataclasses.replace(job, nodes=replicas * nodes_per_replica)
