@@ -10,7 +10,8 @@ last snapshot, and the flow produces the same points again. InfluxDB keeps one p
 and timestamp, so a replayed score or baseline overwrites itself, and an event (keyed by job,
 trigger and time, with its deterministic ``event_id``) is stored once.
 
->>> sinks = influx_sinks(InfluxSinkSettings("http://127.0.0.1:8086", "token"), Path("/tmp/o"))
+>>> settings = InfluxSettings(url="http://127.0.0.1:8086", bucket="reflex", token="token")
+>>> sinks = influx_sinks(settings, Path("/tmp/o"))
 >>> type(sinks.events.sink).__name__, sinks.errors is not None
 ('InfluxSink', True)
 """
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,25 +28,11 @@ from bytewax.outputs import DynamicSink, StatelessSinkPartition
 
 from reflex_localize.flows.events import LocalizationEvent
 from reflex_localize.flows.sinks import FlowSinks, SinkSpec, error_json
+from reflex_localize.influx.config import InfluxSettings
 from reflex_localize.influx.writer import Writer
 from reflex_localize.schemas.codec import Point
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class InfluxSinkSettings:
-    """Where results go. The token comes from :mod:`influx.config`, never a file in the repo."""
-
-    url: str
-    token: str = field(repr=False)
-    org: str = "reflex"
-    bucket: str = "reflex"
-    spool_dir: Path = Path("reflex-spool")
-    timeout_s: float = 10.0
-    flush_wait_s: float = 30.0  # how long write_batch retries before spooling to disk
-    verify_ssl: bool = True
-    ssl_ca_cert: str | None = None
 
 
 def event_points(event: LocalizationEvent) -> list[Point]:
@@ -81,38 +67,35 @@ class InfluxSink(DynamicSink[Any]):
 
     def __init__(
         self,
-        settings: InfluxSinkSettings,
+        settings: InfluxSettings,
+        spool_dir: Path,
+        *,
+        flush_wait_s: float = 30.0,
         on_written: Callable[[list[Point]], None] | None = None,
     ) -> None:
-        self.settings, self._on_written = settings, on_written
+        # flush_wait_s: how long a batch is retried before it waits in the spool instead.
+        self.settings, self.spool_dir = settings, spool_dir
+        self.flush_wait_s, self._on_written = flush_wait_s, on_written
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _WriterPartition:
-        s = self.settings
-        writer = Writer(
-            s.url,
-            s.token,
-            s.org,
-            s.bucket,
-            s.spool_dir / f"{step_id}-worker-{worker_index}",
-            timeout_s=s.timeout_s,
-            verify_ssl=s.verify_ssl,
-            ssl_ca_cert=s.ssl_ca_cert,
-        )
-        return _WriterPartition(writer, s.flush_wait_s, self._on_written)
+        spool = self.spool_dir / f"{step_id}-worker-{worker_index}"
+        writer = Writer.from_settings(self.settings, spool)
+        return _WriterPartition(writer, self.flush_wait_s, self._on_written)
 
 
 def influx_sinks(
-    settings: InfluxSinkSettings,
-    errors_dir: Path,
+    settings: InfluxSettings,
+    out_dir: Path,
     on_written: Callable[[list[Point]], None] | None = None,
 ) -> FlowSinks:
-    """Events and points to InfluxDB; rejected records to ``errors_dir/errors.jsonl`` (the
-    schema has no measurement for them, and they must stay visible)."""
-    errors_dir.mkdir(parents=True, exist_ok=True)
-    (errors_dir / "errors.jsonl").touch()
-    sink = InfluxSink(settings, on_written)
+    """Events and points to the settings' bucket (spooled in ``out_dir/spool`` while InfluxDB
+    is away); rejected records to ``out_dir/errors.jsonl`` (the schema has no measurement for
+    them, and they must stay visible)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "errors.jsonl").touch()
+    sink = InfluxSink(settings, out_dir / "spool", on_written=on_written)
     return FlowSinks(
         SinkSpec(sink, event_points),
         SinkSpec(sink),
-        SinkSpec(FileSink(errors_dir / "errors.jsonl"), error_json),
+        SinkSpec(FileSink(out_dir / "errors.jsonl"), error_json),
     )

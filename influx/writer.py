@@ -39,9 +39,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from reflex_localize.influx.backoff import Backoff
 from reflex_localize.influx.clock_offset import ClockOffset
+from reflex_localize.influx.config import InfluxSettings
 from reflex_localize.influx.spool import Segment, Spool
 from reflex_localize.influx.write_transport import InfluxWriteTransport, SendResult, WriteTransport
 from reflex_localize.schemas.codec import Point, PointError, decode, encode
@@ -147,6 +149,22 @@ class Writer:
         self._pending_points = 0
         self._lock = threading.RLock()
         self._closed = False
+
+    @classmethod
+    def from_settings(cls, settings: InfluxSettings, spool_dir: Path, **options: Any) -> Writer:
+        """A writer to the settings' bucket; ``options`` are the constructor's keywords."""
+        return cls(
+            settings.url,
+            settings.token,
+            settings.org,
+            settings.bucket,
+            spool_dir,
+            batch_size=settings.batch_size,
+            timeout_s=settings.timeout_s,
+            verify_ssl=settings.verify_ssl,
+            ssl_ca_cert=settings.ssl_ca_cert or None,
+            **options,
+        )
 
     def __repr__(self) -> str:
         return f"Writer(url={self.url!r}, bucket={self.bucket!r})"

@@ -1,4 +1,4 @@
-"""The ``reflex`` console script. Each subcommand lives next to the code it drives and is
+"""The ``reflex`` console script. Each subcommand is a module of the shell named after it,
 imported only when invoked, so ``reflex collect`` on a node never imports bytewax or sklearn."""
 
 from __future__ import annotations

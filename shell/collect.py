@@ -42,18 +42,7 @@ def _writer_sink(
     influx = config.influx
     if not influx.configured:
         raise ConfigError("[influx].url: not set (REFLEX_INFLUX_URL), and --stdout not given")
-    writer = Writer(
-        influx.url,
-        influx.token,
-        influx.org,
-        influx.bucket,
-        Path(settings.spool_dir),
-        batch_size=influx.batch_size,
-        timeout_s=influx.timeout_s,
-        verify_ssl=influx.verify_ssl,
-        ssl_ca_cert=influx.ssl_ca_cert or None,
-        clock_offset=clock_offset,
-    )
+    writer = Writer.from_settings(influx, Path(settings.spool_dir), clock_offset=clock_offset)
     if not writer.probe_clock():
         log.info("InfluxDB did not answer a clock probe; the first writes will measure it")
     journal = Journal(Path(settings.spool_dir) / "journal")

@@ -3,24 +3,25 @@ production source, and its results written with the production sink."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from reflex_localize.flows.influx_sink import InfluxSink, InfluxSinkSettings, event_points
-from reflex_localize.flows.influx_source import InfluxSource
-from reflex_localize.influx.config import InfluxSettings
+from reflex_localize.flows.influx_sink import InfluxSink, event_points
+from reflex_localize.flows.influx_source import QUERY_TIMEOUT_S, InfluxSource
 from reflex_localize.flows.runner import RunResult, run_in_process
+from reflex_localize.influx.config import InfluxSettings
 from reflex_localize.influx.writer import Writer
 from reflex_localize.schemas.frame import Frame
 
 WINDOW_SECONDS = 10.0
 
 
-def write_telemetry(url: str, token: str, org: str, frames: list[Frame], spool: Path) -> int:
-    writer = Writer(url, token, org, "telemetry", spool)
+def write_telemetry(settings: InfluxSettings, frames: list[Frame], spool: Path) -> int:
+    writer = Writer.from_settings(dataclasses.replace(settings, bucket="telemetry"), spool)
     try:
         writer.write_frames(frames)
     finally:
@@ -31,9 +32,7 @@ def write_telemetry(url: str, token: str, org: str, frames: list[Frame], spool: 
 
 
 def run_through_influx(
-    url: str,
-    token: str,
-    org: str,
+    settings: InfluxSettings,
     sim: Any,
     frames: list[Frame],
     out_dir: Path,
@@ -41,10 +40,10 @@ def run_through_influx(
     console: Console,
 ) -> RunResult:
     with console.status("writing the simulated telemetry into InfluxDB"):
-        sent = write_telemetry(url, token, org, frames, out_dir / "spool-telemetry")
-    console.print(f"wrote {sent:,} telemetry points to {url} (bucket telemetry)")
+        sent = write_telemetry(settings, frames, out_dir / "spool-telemetry")
+    console.print(f"wrote {sent:,} telemetry points to {settings.url} (bucket telemetry)")
     source = InfluxSource(
-        InfluxSettings(url=url, org=org, bucket="telemetry", token=token, timeout_s=30.0),
+        dataclasses.replace(settings, bucket="telemetry", timeout_s=QUERY_TIMEOUT_S),
         n_shards=1,
         window_seconds=WINDOW_SECONDS,
         lag_seconds=0.0,
@@ -52,7 +51,7 @@ def run_through_influx(
         stop_ns=sim.start_ns + int(sim.duration_s * 1e9),
     )
     results = InfluxSink(
-        InfluxSinkSettings(url, token, org, "reflex", out_dir / "spool-results")
+        dataclasses.replace(settings, bucket="reflex"), out_dir / "spool-results"
     ).build("demo", 0, 1)
 
     def forward(route: str, item: Any) -> None:

@@ -78,20 +78,10 @@ def _influx_source(shards: int, window_seconds: float) -> Source:
 
 
 def _influx_sinks(out: Path) -> FlowSinks:
-    from reflex_localize.flows.influx_sink import InfluxSinkSettings, influx_sinks
+    from reflex_localize.flows.influx_sink import influx_sinks
 
-    influx = _influx_settings()
-    settings = InfluxSinkSettings(
-        influx.url,
-        influx.token,
-        influx.org,
-        os.environ.get("REFLEX_RESULTS_BUCKET", "reflex"),
-        spool_dir=out / "spool",
-        timeout_s=influx.timeout_s,
-        verify_ssl=influx.verify_ssl,
-        ssl_ca_cert=influx.ssl_ca_cert or None,
-    )
-    return influx_sinks(settings, out)
+    results_bucket = os.environ.get("REFLEX_RESULTS_BUCKET", "reflex")
+    return influx_sinks(dataclasses.replace(_influx_settings(), bucket=results_bucket), out)
 
 
 def _influx_settings() -> InfluxSettings:

@@ -3,6 +3,11 @@
 reflex simulate demo --seed 7 --out demo.lp --truth demo.truth.json
 reflex simulate mixture --scale 10000 --out big.lp
 reflex simulate --list
+reflex simulate demo --influx-url http://127.0.0.1:8086 --token-file ~/.reflex/token
+
+Only ``--influx-url`` sends the telemetry to InfluxDB: a ``REFLEX_INFLUX_URL`` in the
+environment (an agent's, say) never sends simulated data to a production database; the token,
+org, bucket and TLS settings come from the options every command shares.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import click
 from reflex_localize.influx.writer import Writer
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.schemas.frame_codec import encode_frame
+from reflex_localize.shell.influx_options import InfluxOptions, influx_options
 from reflex_localize.simulator.faults import fault_types
 from reflex_localize.simulator.scenario import load_scenario, scale_scenario, scenario_names
 from reflex_localize.simulator.simulation import Simulation
@@ -33,11 +39,7 @@ MAX_GPUS = 10_000
               help="Line-protocol file (default: stdout).")  # fmt: skip
 @click.option("--truth", type=click.Path(dir_okay=False, path_type=Path),
               help="Ground-truth JSON label file.")  # fmt: skip
-@click.option("--influx", "influx_url",
-              help="Write to this InfluxDB via influx.writer (and to --out if given).")  # fmt: skip
-@click.option("--token", envvar="REFLEX_INFLUX_TOKEN", default="", show_envvar=True)
-@click.option("--org", envvar="REFLEX_INFLUX_ORG", default="reflex", show_default=True)
-@click.option("--bucket", envvar="REFLEX_INFLUX_BUCKET", default="telemetry", show_default=True)
+@influx_options
 @click.option("--spool-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path(".reflex-spool/simulate"), show_default=True,
               help="Where undelivered batches wait for InfluxDB.")  # fmt: skip
@@ -50,10 +52,7 @@ def command(
     scale: int | None,
     out: Path | None,
     truth: Path | None,
-    influx_url: str | None,
-    token: str,
-    org: str,
-    bucket: str,
+    influx: InfluxOptions,
     spool_dir: Path,
     chunk_seconds: int,
     list_only: bool,
@@ -73,10 +72,9 @@ def command(
     if truth:
         sim.write_truth(truth)
     started = time.perf_counter()
-    if influx_url:
-        points = _to_influx(
-            sim, chunk_seconds, out, Writer(influx_url, token, org, bucket, spool_dir)
-        )
+    if "REFLEX_INFLUX_URL" in influx.flags:
+        writer = Writer.from_settings(influx.require("reflex simulate --influx-url"), spool_dir)
+        points = _to_influx(sim, chunk_seconds, out, writer)
     else:
         with out.open("w") if out else _stdout() as sink:
             points = write_lines(sim, sink, chunk_seconds)

@@ -1,6 +1,6 @@
 """The simulator's "demo" scenario and the real flow's outputs on it, loaded into InfluxDB.
 
-Telemetry is the simulator's line protocol (collectors/simulated), thinned in time; scores,
+Telemetry is the simulator's line protocol (simulator/), thinned in time; scores,
 baselines and localization events come from running the real localization flow in process on
 the same scenario and seed (flows/runner.py), so the dashboards are checked on what
 production would show.

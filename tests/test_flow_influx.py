@@ -12,7 +12,7 @@ from conftest import bucket_point_count, query_count
 from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 
-from reflex_localize.flows.influx_sink import InfluxSink, InfluxSinkSettings, event_points
+from reflex_localize.flows.influx_sink import InfluxSink, event_points
 from reflex_localize.flows.influx_source import (
     LATE_REASON,
     InfluxSource,
@@ -185,10 +185,7 @@ def test_sink_replay_overwrites_instead_of_duplicating(
         )
         for i in range(3)
     ]
-    settings = InfluxSinkSettings(
-        influx.url, influx.token, influx.org, influx_bucket, spool_dir=tmp_path
-    )
-    sink = InfluxSink(settings)
+    sink = InfluxSink(influx.settings(influx_bucket), tmp_path)
     for attempt in range(2):  # the second run is what recovery replays
         part = sink.build("event_sink", attempt, 2)
         part.write_batch([("event", event_points(event)), ("points", scores)])

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reflex_localize.collectors import training_hook
-from reflex_localize.collectors.training_hook import TrainingHook, writable_tag_value
+from reflex_localize.collectors.training_hook import TrainingHook, http_sink, writable_tag_value
+from reflex_localize.influx.local_server import InfluxServer
 from reflex_localize.influx.write_transport import SendResult
 from reflex_localize.influx.writer import Writer
 from reflex_localize.schemas import codec
@@ -137,7 +138,7 @@ def test_unwritable_values_are_refused_by_the_codec_and_made_writable_by_the_hoo
     assert_one_escaping(job=value, node=value, kind=value)
 
 
-hostile_characters = st.sampled_from(' ,=\\"\'\n\r\tü节🚀\u2028')
+hostile_characters = st.sampled_from(" ,=\\\"'\n\r\tü节🚀\u2028")
 tag_text = st.text(st.one_of(hostile_characters, st.characters(codec="utf-8")), max_size=12)
 
 
@@ -182,3 +183,35 @@ def test_the_writer_sends_frames_as_the_codec_writes_their_points(tmp_path: Path
     assert by_frames.lines == by_points.lines
     assert by_frames.lines == [encode(p) for p in frame.points() if p.tags["node"] in WRITABLE]
     assert writer.stats.rejected == other.stats.rejected == len(UNWRITABLE)
+
+
+@pytest.mark.influx
+def test_influxdb_stores_the_values_that_went_in(
+    influx: InfluxServer, influx_bucket: str, tmp_path: Path
+) -> None:
+    values = [*WRITABLE, *UNWRITABLE]
+    sink = http_sink(influx.url, influx.token, influx.org, influx_bucket)
+    for number, value in enumerate(values):
+        hook = TrainingHook(
+            job=value, rank=number, world_size=len(values), cluster="hostile", node=f"n{number}",
+            sink=sink, env={}, flush_interval_s=60.0,
+        )  # fmt: skip
+        hook.step()
+        hook.event("nccl_timeout", "x")
+        hook.close()
+        assert hook.stats.sent_lines == 4 and hook.stats.send_errors == 0
+    frame = Frame(
+        "host",
+        np.arange(len(WRITABLE), dtype=np.int64),
+        {"cluster": np.array(["hostile"] * len(WRITABLE), dtype=object),
+         "node": np.array(WRITABLE, dtype=object)},
+        {"load1": np.linspace(0.0, 1.0, len(WRITABLE))},
+    )  # fmt: skip
+    with Writer(influx.url, influx.token, influx.org, influx_bucket, tmp_path) as w:
+        w.write_frames([frame])
+    stored = influx.query_rows(f'from(bucket: "{influx_bucket}") |> range(start: 0)')
+    jobs = {row["rank"]: row["job"] for row in stored if row["_measurement"] == "train_step"}
+    assert jobs == {str(n): writable_tag_value(v) for n, v in enumerate(values)}
+    event_jobs = {row["_value"] for row in stored if row["_field"] == "job"}
+    assert event_jobs == set(jobs.values())
+    assert {row["node"] for row in stored if row["_measurement"] == "host"} == set(WRITABLE)
