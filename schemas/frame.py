@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reflex_localize.schemas.codec import Point, PointError, encode, validate
+from reflex_localize.schemas.codec import Point, PointError, checked_tag_value, encode, validate
 from reflex_localize.schemas.contract import Schema, load_schema
 
 _NUMPY_KIND = {"float": "f", "int": "i", "bool": "b", "string": "O"}
@@ -126,10 +126,9 @@ def validate_frame(
                 )
             bad |= broken
     for name, column in frame.tags.items():
-        empty = _bad_tag_rows(column)
-        for row in np.flatnonzero(empty & ~bad):
-            reasons[int(row)] = str(PointError("missing or empty tag", frame.measurement, name))
-        bad |= empty
+        for row, why in _bad_tag_rows(column, frame.measurement, name).items():
+            if not bad[row]:
+                reasons[row], bad[row] = why, True
     if not bad.any():
         return frame, []
     rejected = frame.take(bad)
@@ -139,20 +138,30 @@ def validate_frame(
     ]
 
 
-def _bad_tag_rows(column: np.ndarray) -> np.ndarray:
-    """Rows whose tag value is missing, empty or holds a line break. Tags repeat a lot, so the
-    distinct values are checked (a set is built at C speed) and rows looked up only if needed."""
+def _bad_tag_rows(column: np.ndarray, measurement: str, tag: str) -> dict[int, str]:
+    """Rows whose tag value the codec would refuse (missing, empty, a line break, a backslash
+    line protocol cannot carry), with the codec's reason. Tags repeat a lot, so the distinct
+    values are checked (a set is built at C speed) and rows looked up only if needed."""
     if column.dtype != object:
-        return np.zeros(len(column), bool)
+        return {}
     values = column.tolist()
     try:
         distinct = set(values)
-    except TypeError:  # an unhashable value is broken by definition; check row by row
-        return np.array([not isinstance(v, str) or not v or "\n" in v for v in values], bool)
-    broken = {v for v in distinct if not isinstance(v, str) or not v or "\n" in v}
-    if not broken:
-        return np.zeros(len(column), bool)
-    return np.fromiter((v in broken for v in values), dtype=bool, count=len(values))
+    except TypeError:  # an unhashable value: check row by row
+        problems = (_tag_problem(v, measurement, tag) for v in values)
+        return {row: why for row, why in enumerate(problems) if why is not None}
+    why = {v: r for v in distinct if (r := _tag_problem(v, measurement, tag)) is not None}
+    if not why:
+        return {}
+    return {row: why[v] for row, v in enumerate(values) if v in why}
+
+
+def _tag_problem(value: object, measurement: str, tag: str) -> str | None:
+    try:
+        checked_tag_value(value, measurement, tag)
+    except PointError as error:
+        return str(error)
+    return None
 
 
 def _column_problem(frame: Frame, schema: Schema) -> str:

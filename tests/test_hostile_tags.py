@@ -183,6 +183,8 @@ def test_the_writer_sends_frames_as_the_codec_writes_their_points(tmp_path: Path
     assert by_frames.lines == by_points.lines
     assert by_frames.lines == [encode(p) for p in frame.points() if p.tags["node"] in WRITABLE]
     assert writer.stats.rejected == other.stats.rejected == len(UNWRITABLE)
+    # The frame path refuses each value for the codec's reason, not a looser one of its own.
+    assert writer.stats.rejected_by_reason == other.stats.rejected_by_reason
 
 
 @pytest.mark.influx
