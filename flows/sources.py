@@ -16,6 +16,7 @@ from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from reflex_localize.flows.messages import ErrorRecord, WindowBatch, shard_of
 from reflex_localize.schemas.codec import Point, PointError, decode
 from reflex_localize.schemas.frame import Frame, frames_from_points
+from reflex_localize.schemas.line_file import data_lines, line_stamp, raw_tag
 
 
 def shard_names(n_shards: int) -> list[str]:
@@ -214,42 +215,39 @@ class LineProtocolSource(WindowedSource):
                     yield ready, frames_from_points(pending.pop(ready)), errors
                     errors = []
 
-        with self.path.open(errors="replace") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip() or line.startswith("#"):
-                    continue
-                stamp = line_stamp(line)
-                if stamp is not None:
-                    yield from advance(stamp // self.window_ns)
-                owner = -1
-                if index >= 0 and self.n_shards > 1:
-                    owner = line_owner(line, self.n_shards, owners)
-                if owner >= 0 and owner != index:
-                    continue  # another shard's line: only its time was needed
-                counted = owner >= 0 or index <= 0  # a shared line's rejects go to shard 0
-                try:
-                    point = decode(line)
-                except Exception as error:
-                    if counted:
-                        reason = error.reason if isinstance(error, PointError) else "unparseable"
-                        detail = f"line {number}: {error}"[:300]
-                        errors.append(ErrorRecord("source", reason, detail))
-                    continue
-                if point.time_ns != stamp:
-                    # int() also takes "+5", "1_0" or non-ASCII digits; the other shards went by
-                    # the plain digits (line_stamp), so a point stamped otherwise cannot be placed
-                    # the same way in every shard.
-                    if counted:
-                        bad = "timestamp not in plain decimal nanoseconds"
-                        errors.append(ErrorRecord("source", bad, f"line {number}"))
-                    continue
-                window = point.time_ns // self.window_ns
-                if window <= closed:
-                    if counted:
-                        late = "late point beyond the disorder allowance"
-                        errors.append(ErrorRecord("source", late, f"line {number}"))
-                    continue
-                pending.setdefault(window, []).append(point)
+        for number, line in data_lines(self.path):
+            stamp = line_stamp(line)
+            if stamp is not None:
+                yield from advance(stamp // self.window_ns)
+            owner = -1
+            if index >= 0 and self.n_shards > 1:
+                owner = line_owner(line, self.n_shards, owners)
+            if owner >= 0 and owner != index:
+                continue  # another shard's line: only its time was needed
+            counted = owner >= 0 or index <= 0  # a shared line's rejects go to shard 0
+            try:
+                point = decode(line)
+            except Exception as error:
+                if counted:
+                    reason = error.reason if isinstance(error, PointError) else "unparseable"
+                    detail = f"line {number}: {error}"[:300]
+                    errors.append(ErrorRecord("source", reason, detail))
+                continue
+            if point.time_ns != stamp:
+                # int() also takes "+5", "1_0" or non-ASCII digits; the other shards went by
+                # the plain digits (line_stamp), so a point stamped otherwise cannot be placed
+                # the same way in every shard.
+                if counted:
+                    bad = "timestamp not in plain decimal nanoseconds"
+                    errors.append(ErrorRecord("source", bad, f"line {number}"))
+                continue
+            window = point.time_ns // self.window_ns
+            if window <= closed:
+                if counted:
+                    late = "late point beyond the disorder allowance"
+                    errors.append(ErrorRecord("source", late, f"line {number}"))
+                continue
+            pending.setdefault(window, []).append(point)
         for window in sorted(pending):
             yield window, frames_from_points(pending.pop(window)), errors
             errors = []
@@ -257,32 +255,13 @@ class LineProtocolSource(WindowedSource):
             yield closed + 1, [], errors
 
 
-_NODE_TAG = ",node="
-
-
 def line_owner(line: str, n_shards: int, owners: dict[str, int]) -> int:
     """The shard of a line's node, read off its tags without decoding; -1 when that cannot be
-    done safely (escapes before the fields, no node tag, two of them), so that every shard
-    decodes it."""
-    head, space, _ = line.partition(" ")
-    if not space or "\\" in head or '"' in head:
-        return -1
-    at = head.find(_NODE_TAG)
-    if at < 0 or head.find(_NODE_TAG, at + 1) >= 0:  # none, or twice (decode refuses it)
-        return -1
-    node = head[at + len(_NODE_TAG) :].split(",", 1)[0]
-    if not node:
+    done safely (see :func:`raw_tag`), so that every shard decodes it."""
+    node = raw_tag(line, "node")
+    if node is None:
         return -1
     owner = owners.get(node)
     if owner is None:
         owner = owners[node] = shard_of(node, n_shards)
     return owner
-
-
-def line_stamp(line: str) -> int | None:
-    """A line's timestamp (its last word), or None when it has none that reads as one."""
-    stamp = line.rstrip().rsplit(" ", 1)[-1]
-    if not (stamp.isascii() and stamp.isdigit()) or len(stamp) > 19:
-        return None
-    value = int(stamp)
-    return value if value < 1 << 63 else None

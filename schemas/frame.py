@@ -126,9 +126,9 @@ def validate_frame(
                 )
             bad |= broken
     for name, column in frame.tags.items():
-        for row, why in _bad_tag_rows(column, frame.measurement, name).items():
-            if not bad[row]:
-                reasons[row], bad[row] = why, True
+        for tag_row, why in _bad_tag_rows(column, frame.measurement, name).items():
+            if not bad[tag_row]:
+                reasons[tag_row], bad[tag_row] = why, True
     if not bad.any():
         return frame, []
     rejected = frame.take(bad)

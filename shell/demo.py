@@ -91,9 +91,7 @@ def command(
                 from reflex_localize.shell.demo_influx import run_through_influx
 
                 result = run_through_influx(
-                    settings.url,
-                    settings.token,
-                    settings.org,
+                    settings,
                     sim,
                     frames,
                     out_dir,
@@ -133,7 +131,7 @@ def _write_reports(
     events: list[LocalizationEvent], frames: list[Frame], out_dir: Path, console: Console
 ) -> None:
     from reflex_localize.shell.report_html import build_report
-    from reflex_localize.shell.report_timeline import FrameSource
+    from reflex_localize.shell.report_sources import FrameSource
 
     source = FrameSource(frames)
     with console.status("writing incident reports"):

@@ -22,7 +22,7 @@ from reflex_localize.flows.events import LocalizationEvent
 from reflex_localize.flows.sinks import read_events
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
 from reflex_localize.shell.report_html import build_report
-from reflex_localize.shell.report_timeline import InfluxSource, ReplaySource, TimelineSource
+from reflex_localize.shell.report_sources import InfluxSource, ReplaySource, TimelineSource
 
 _EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 

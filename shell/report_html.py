@@ -5,10 +5,12 @@ ticket or mailed and still open years later. It shows the event, the recommended
 top suspect's strongest signals against its peers and its own baseline, the evidence, the
 ranked suspects, root versus cascade for explicit errors, and for "no hardware fault" events
 the job's step time per pipeline stage. Every string that came from telemetry (node names,
-kmsg text, summary, action) is HTML-escaped.
+kmsg text, summary, action) is HTML-escaped. What it shows is gathered by
+:mod:`~reflex_localize.shell.report_gather` and drawn by
+:mod:`~reflex_localize.shell.report_plot`.
 
 >>> from reflex_localize.flows.events import LocalizationEvent
->>> from reflex_localize.shell.report_timeline import FrameSource
+>>> from reflex_localize.shell.report_sources import FrameSource
 >>> import tempfile, pathlib
 >>> event = LocalizationEvent("e1", 10**18, "sim", "job<1>", "regression", "info", 0.6, [],
 ...                           "no hardware action", "imbalance")
@@ -20,66 +22,25 @@ kmsg text, summary, action) is HTML-escaped.
 from __future__ import annotations
 
 import base64
-import io
-from collections import Counter
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
-from reflex_localize.flows.events import Evidence, LocalizationEvent, Suspect
-from reflex_localize.flows.signals import SIGNALS, STEP_SIGNAL
-from reflex_localize.shell.report_timeline import (
-    LoggedEvent,
-    Member,
-    Range,
-    StageTimes,
-    Timeline,
-    TimelineSource,
-    job_members,
-    logged_events,
-    signal_timeline,
-    stage_times,
-    step_timeline,
+from reflex_localize.flows.events import LocalizationEvent, Suspect
+from reflex_localize.shell.report_gather import (
+    BUCKET_S,
+    ObservedCascade,
+    ReportData,
+    gather,
+    is_explicit,
 )
+from reflex_localize.shell.report_plot import render_png
+from reflex_localize.shell.report_sources import TimelineSource
+from reflex_localize.shell.report_timeline import LoggedEvent, StageTimes
 
-LOOKBACK_S = 300.0  # history shown (and used as the own baseline) before the onset
-AFTER_S = 90.0  # NCCL watchdogs fire 30-60 s after the root error
-NO_HARDWARE_LOOKBACK_S = 600.0
-BUCKET_S = 10.0  # the flow's window
-MAX_SIGNALS = 2
-MAX_LOG_ROWS = 25
 STAGE_BEFORE_S, STAGE_AROUND_S = 60.0, 30.0
-
-
-@dataclass
-class ReportData:
-    """What one report shows, gathered from a timeline source."""
-
-    event: LocalizationEvent
-    span: Range
-    onset_ns: int
-    members: list[Member]
-    timelines: list[Timeline]
-    stages: StageTimes | None
-    log: list[LoggedEvent]
-    markers: list[tuple[int, str]]  # explicit evidence: (time, signal)
-    observed_cascade: ObservedCascade | None
-
-
-@dataclass(frozen=True)
-class ObservedCascade:
-    """Errors on the job's other nodes after the root, as the telemetry shows them now (the
-    event itself fires before most of the cascade has arrived)."""
-
-    events: int
-    nodes: int
-    kinds: str
-    first_ns: int
 
 
 def build_report(
@@ -105,179 +66,6 @@ def _file_stem(event_id: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in event_id)
     return f"reflex-event-{safe or 'unknown'}"
 
-
-# ---- gathering --------------------------------------------------------------------------------
-
-
-def onset_of(event: LocalizationEvent) -> int:
-    """When the incident began: the earliest evidence of the top suspect, or the first error."""
-    times = [e.since_ns for e in event.top.evidence] if event.top else []
-    first = event.cascade.get("first_ns")
-    if isinstance(first, int):
-        times.append(first)
-    return min([*times, event.time_ns])
-
-
-def gather(event: LocalizationEvent, source: TimelineSource, bucket_s: float) -> ReportData:
-    bucket_ns = int(bucket_s * 1e9)
-    onset = onset_of(event)
-    lookback = LOOKBACK_S if event.top else NO_HARDWARE_LOOKBACK_S
-    span = Range(onset - int(lookback * 1e9), event.time_ns + int(AFTER_S * 1e9), bucket_ns)
-    members = job_members(source, event.job, span.start_ns, span.end_ns)
-    top = event.top
-    timelines: list[Timeline] = []
-    markers: list[tuple[int, str]] = []
-    log: list[LoggedEvent] = []
-    stages, cascade = None, None
-    if top is not None:
-        timelines = _suspect_timelines(source, event.job, top, members, span, onset)
-        markers = [(e.since_ns, e.signal) for e in top.evidence if _is_explicit(e)]
-        explicit = top.role == "root" or bool(event.cascade)
-        nodes = _suspect_nodes(event) + ([m.node for m in members] if explicit else [])
-        log = logged_events(source, list(dict.fromkeys(nodes)), span)
-        cascade = _observed_cascade(log, top, onset) if explicit else None
-    if top is None or not timelines:
-        stages = stage_times(source, event.job, members, span)
-    return ReportData(
-        event, span, onset, members, timelines, stages, log[:MAX_LOG_ROWS], markers, cascade
-    )
-
-
-def _observed_cascade(log: list[LoggedEvent], root: Suspect, onset: int) -> ObservedCascade | None:
-    after = [e for e in log if e.node != root.node and e.time_ns >= onset]
-    if not after:
-        return None
-    kinds = Counter(e.kind for e in after)
-    return ObservedCascade(
-        len(after),
-        len({e.node for e in after}),
-        ", ".join(f"{kind} \u00d7{count}" for kind, count in kinds.most_common()),
-        after[0].time_ns,
-    )
-
-
-def _is_explicit(evidence: Evidence) -> bool:
-    return evidence.signal not in SIGNALS and evidence.signal != STEP_SIGNAL
-
-
-def _suspect_nodes(event: LocalizationEvent) -> list[str]:
-    return list(dict.fromkeys(s.node for s in event.suspects[:3]))
-
-
-def _suspect_timelines(
-    source: TimelineSource,
-    job: str,
-    top: Suspect,
-    members: list[Member],
-    span: Range,
-    onset: int,
-) -> list[Timeline]:
-    """The strongest plottable evidence signals; for an explicit error with none, the
-    suspect rank's step compute time, which shows when it stopped."""
-    ranked = sorted(top.evidence, key=lambda e: -e.weight)
-    signals = [e.signal for e in ranked if not _is_explicit(e)]
-    out = []
-    for signal in signals:
-        timeline = signal_timeline(source, job, signal, top.entity, members, span, onset)
-        if timeline is not None:
-            out.append(timeline)
-        if len(out) == MAX_SIGNALS:
-            break
-    if not out:
-        fallback = step_timeline(source, job, top.entity, members, span, onset)
-        out = [fallback] if fallback is not None else []
-    return out
-
-
-# ---- the picture ------------------------------------------------------------------------------
-
-SUSPECT_COLOR, PEER_COLOR, BASELINE_COLOR = "#c62828", "#1565c0", "#2e7d32"
-
-
-def render_png(data: ReportData) -> bytes:
-    panels = len(data.timelines) + (1 if data.stages is not None else 0)
-    figure = Figure(figsize=(11, 3.3 * max(panels, 1)), dpi=100, layout="constrained")
-    axes = figure.subplots(max(panels, 1), 1, squeeze=False)[:, 0]
-    for ax, timeline in zip(axes, data.timelines, strict=False):
-        _plot_timeline(ax, timeline, data)
-    if data.stages is not None:
-        _plot_stages(axes[len(data.timelines)], data.stages, data)
-    if panels == 0:
-        axes[0].text(0.5, 0.5, "no telemetry found for this event", ha="center", va="center")
-        axes[0].set_axis_off()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", metadata={"Software": None})
-    return buffer.getvalue()
-
-
-def _seconds(times_ns: np.ndarray, data: ReportData) -> np.ndarray:
-    return (times_ns - data.onset_ns) / 1e9
-
-
-def _plot_timeline(ax: Axes, timeline: Timeline, data: ReportData) -> None:
-    x = _seconds(timeline.times_ns, data)
-    if timeline.peer_count:
-        ax.fill_between(
-            x, timeline.peer_p10, timeline.peer_p90, color=PEER_COLOR, alpha=0.18,
-            label="peers p10\u2013p90",
-        )  # fmt: skip
-        ax.plot(x, timeline.peer_median, color=PEER_COLOR, lw=1.4, label="peers median")
-    if timeline.baseline_origin:
-        low = timeline.baseline_center - timeline.baseline_spread
-        high = timeline.baseline_center + timeline.baseline_spread
-        ax.plot(x, timeline.baseline_center, color=BASELINE_COLOR, lw=1.2, ls="--",
-                label="own baseline \u00b1 spread")  # fmt: skip
-        ax.fill_between(x, low, high, color=BASELINE_COLOR, alpha=0.10)
-    ax.plot(x, timeline.own, color=SUSPECT_COLOR, lw=2.2, marker="o", ms=2.5,
-            label=f"suspect {_plain(timeline.entity)}")  # fmt: skip
-    _mark_events(ax, data)
-    ax.set_title(_plain(timeline.label), loc="left", fontsize=11)
-    ax.set_xlabel(f"seconds from onset ({_clock(data.onset_ns)} UTC)")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-
-
-def _mark_events(ax: Axes, data: ReportData) -> None:
-    ax.axvline(0.0, color="#555555", lw=1, ls=":")
-    ax.axvline((data.event.time_ns - data.onset_ns) / 1e9, color="#555555", lw=1, ls="-.")
-    for number, (when, signal) in enumerate(sorted(data.markers)):
-        x = (when - data.onset_ns) / 1e9
-        ax.axvline(x, color="#6a1b9a", lw=1.5)
-        ax.annotate(_plain(signal), (x, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(4, -12 * (number + 1)), textcoords="offset points",
-                    color="#6a1b9a", fontsize=8, fontweight="bold")  # fmt: skip
-
-
-def _plot_stages(ax: Axes, stages: StageTimes, data: ReportData) -> None:
-    x = _seconds(stages.times_ns, data)
-    for stage, values in sorted(stages.compute.items()):
-        ax.plot(
-            x, values, lw=1.6, label=f"stage {stage} compute ({stages.ranks.get(stage, 0)} ranks)"
-        )
-    ax.plot(x, stages.step_time, color="black", lw=2, ls="--", label="job step time (median)")
-    _mark_events(ax, data)
-    ax.set_title(f"job {_plain(data.event.job)}: step time per pipeline stage", loc="left",
-                 fontsize=11)  # fmt: skip
-    ax.set_ylabel("seconds per step")
-    ax.set_xlabel(f"seconds from the event ({_clock(data.onset_ns)} UTC)")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-
-
-def _plain(text: str) -> str:
-    """Telemetry text for matplotlib, which would otherwise read ``$...$`` as math."""
-    return text.replace("$", r"\$")
-
-
-def _clock(time_ns: int) -> str:
-    return datetime.fromtimestamp(time_ns / 1e9, tz=UTC).strftime("%H:%M:%S")
-
-
-def _stamp(time_ns: int) -> str:
-    return datetime.fromtimestamp(time_ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-# ---- the page ---------------------------------------------------------------------------------
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Liberation Sans",sans-serif;
@@ -338,6 +126,10 @@ def _z(value: float | None) -> str:
     return "\u2013" if value is None else f"{value:+.1f}\u03c3"
 
 
+def _stamp(time_ns: int) -> str:
+    return datetime.fromtimestamp(time_ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _header(event: LocalizationEvent) -> str:
     items = [
         ("job", _e(event.job)),
@@ -379,7 +171,7 @@ def _cascade(data: ReportData) -> str:
     rows = []
     for root in roots:
         first = min((e.since_ns for e in root.evidence), default=event.time_ns)
-        errors = ", ".join(e.signal for e in root.evidence if _is_explicit(e)) or "-"
+        errors = ", ".join(e.signal for e in root.evidence if is_explicit(e)) or "-"
         rows.append(
             f'<tr class="root"><td>root (first in time)</td><td>{_e(root.node)}</td>'
             f"<td>{_e(root.component)} {_e(root.index)}</td><td>{_e(errors)}</td>"

@@ -1,265 +1,34 @@
-"""Where an incident report's timelines come from, and how they are cut.
+"""How an incident report cuts its telemetry: frames into the series it plots.
 
-A report needs raw telemetry around one event: the suspect's signal, its job's peers, the
-job's membership and step times, and the event log. A :class:`TimelineSource` answers one
-question, "frames of this measurement in this time range, for these nodes or this job", from
-three places:
-
-- :class:`FrameSource`: frames in memory (the demo hands over what it simulated);
-- :class:`ReplaySource`: a line-protocol file (an incident capture, ``reflex simulate --out``);
-- :class:`InfluxSource`: InfluxDB, every value escaped into Flux, a timeout on every call.
-
-The rest of this module turns frames into the series a report plots: the suspect against the
-median and p10-p90 band of its peers, and against its own baseline.
+The suspect's signal is set against the median and p10-p90 band of its peers and against its
+own baseline, computed exactly as the flow computes them; around it, the job's membership,
+its step time per pipeline stage and the event log. The frames come from a
+:class:`~reflex_localize.shell.report_sources.TimelineSource`.
 
 >>> import numpy as np
 >>> from reflex_localize.schemas.frame import Frame
->>> tags = {"cluster": np.array(["c", "c"], dtype=object),
-...         "node": np.array(["a", "b"], dtype=object)}
->>> source = FrameSource([Frame("host", np.array([1, 5], dtype=np.int64), tags,
-...                                 {"load1": np.array([0.5, 2.0])})])
->>> [len(f) for f in source.frames("host", 0, 3, nodes=["a"])]
-[1]
+>>> from reflex_localize.shell.report_sources import FrameSource
+>>> tags = {"cluster": np.array(["c"], dtype=object), "job": np.array(["j"], dtype=object),
+...         "node": np.array(["a"], dtype=object), "rank": np.array(["0"], dtype=object)}
+>>> source = FrameSource([Frame("job_membership", np.array([5], dtype=np.int64), tags,
+...                                 {"gpu": np.array([3]), "pp_rank": np.array([1])})])
+>>> [m.entity for m in job_members(source, "j", 0, 10)]
+['a|gpu|3']
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 
 from reflex_localize.flows.signals import SIGNALS, STEP_SIGNAL, CounterMemory, derive
-from reflex_localize.influx.config import InfluxSettings
-from reflex_localize.influx.flux_literals import flux_string
-from reflex_localize.influx.reader import FluxReader
-from reflex_localize.schemas.codec import FieldValue, Point, PointError, decode, validate
-from reflex_localize.schemas.contract import load_schema
-from reflex_localize.schemas.frame import Frame, frames_from_points
+from reflex_localize.schemas.frame import Frame
+from reflex_localize.shell.report_sources import TimelineSource
 
 MEMBERSHIP_LOOKBACK_NS = 10 * 60 * 10**9  # membership is re-sent every minute while a job runs
 MAD_TO_SIGMA = 1.4826
-
-
-class TimelineSource(Protocol):
-    def frames(
-        self,
-        measurement: str,
-        start_ns: int,
-        end_ns: int,
-        *,
-        nodes: Sequence[str] | None = None,
-        job: str | None = None,
-        fields: Sequence[str] | None = None,
-    ) -> list[Frame]:
-        """Rows of ``measurement`` with ``start_ns <= time < end_ns``, of ``nodes`` (tag
-        ``node``) and ``job`` (tag ``job``) when given. ``fields`` names the fields the caller
-        needs; a source may return more."""
-        ...
-
-
-def _keep(frame: Frame, start_ns: int, end_ns: int, nodes: Sequence[str] | None, job: str | None):
-    mask = (frame.time_ns >= start_ns) & (frame.time_ns < end_ns)
-    if nodes is not None and "node" in frame.tags:
-        mask &= np.isin(frame.tags["node"], np.array(list(nodes), dtype=object))
-    if job is not None and "job" in frame.tags:
-        mask &= frame.tags["job"] == job
-    return frame.take(mask) if mask.any() else None
-
-
-class FrameSource:
-    """Frames already in memory."""
-
-    def __init__(self, frames: Iterable[Frame]) -> None:
-        self._by_measurement: dict[str, list[Frame]] = {}
-        for frame in frames:
-            self._by_measurement.setdefault(frame.measurement, []).append(frame)
-
-    def frames(
-        self,
-        measurement: str,
-        start_ns: int,
-        end_ns: int,
-        *,
-        nodes: Sequence[str] | None = None,
-        job: str | None = None,
-        fields: Sequence[str] | None = None,
-    ) -> list[Frame]:
-        kept = (
-            _keep(frame, start_ns, end_ns, nodes, job)
-            for frame in self._by_measurement.get(measurement, [])
-        )
-        return [frame for frame in kept if frame is not None]
-
-
-class ReplaySource:
-    """A line-protocol file. Lines of other measurements or outside the range are skipped
-    before decoding; lines that do not decode are counted in ``rejected``, not fatal."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.rejected = 0
-
-    def frames(
-        self,
-        measurement: str,
-        start_ns: int,
-        end_ns: int,
-        *,
-        nodes: Sequence[str] | None = None,
-        job: str | None = None,
-        fields: Sequence[str] | None = None,
-    ) -> list[Frame]:
-        prefix = measurement + ","
-        wanted_nodes = None if nodes is None else {_escape_tag(n) for n in nodes}
-        wanted_job = None if job is None else _escape_tag(job)
-        points: list[Point] = []
-        with self.path.open(errors="replace") as handle:
-            for line in handle:
-                if not line.startswith(prefix):
-                    continue
-                try:
-                    time_ns = int(line.rsplit(" ", 1)[1])
-                    if not start_ns <= time_ns < end_ns:
-                        continue
-                    # Decoding is the slow part: skip other nodes and jobs on the raw tag text.
-                    if wanted_nodes is not None and _raw_tag(line, "node") not in wanted_nodes:
-                        continue
-                    if wanted_job is not None and _raw_tag(line, "job") not in (wanted_job, None):
-                        continue
-                    points.append(_decode(line))
-                except (PointError, ValueError, IndexError):
-                    self.rejected += 1
-        kept = (_keep(f, start_ns, end_ns, nodes, job) for f in frames_from_points(points))
-        return [frame for frame in kept if frame is not None]
-
-
-_TAG_VALUE = r"((?:[^,\\ ]|\\.)*)"
-_TAG_PATTERNS = {tag: re.compile(rf",{tag}={_TAG_VALUE}[, ]") for tag in ("node", "job")}
-
-
-def _escape_tag(value: str) -> str:
-    for raw, escaped in (("\\", "\\\\"), (",", "\\,"), ("=", "\\="), (" ", "\\ ")):
-        value = value.replace(raw, escaped)
-    return value
-
-
-def _decode(line: str) -> Point:
-    """``schemas.codec.decode``, with a quicker parse of the common line that holds no escapes
-    or quotes (the codec scans every key=value pair character by character); the point is
-    validated against the schema either way."""
-    line = line.rstrip("\n")
-    if "\\" in line or '"' in line:
-        return decode(line)
-    sections = line.split(" ")
-    if len(sections) != 3:
-        return decode(line)
-    head, *tag_pairs = sections[0].split(",")
-    spec = load_schema().measurements.get(head)
-    if spec is None:
-        return decode(line)
-    tags = dict(pair.split("=", 1) for pair in tag_pairs)
-    fields: dict[str, FieldValue] = {}
-    for pair in sections[1].split(","):
-        key, raw = pair.split("=", 1)
-        declared = spec.fields.get(key)
-        fields[key] = _number(raw, declared.type if declared is not None else "")
-    return validate(Point(head, tags, fields, int(sections[2])))
-
-
-def _number(raw: str, declared: str) -> FieldValue:
-    if raw in ("t", "T", "true", "True", "TRUE"):
-        return True
-    if raw in ("f", "F", "false", "False", "FALSE"):
-        return False
-    if raw[-1] in "iu":
-        value = int(raw[:-1])
-        return float(value) if declared == "float" else value
-    return float(raw)
-
-
-def _raw_tag(line: str, tag: str) -> str | None:
-    """The escaped value of ``tag`` in a line's head (tags never follow the first space)."""
-    found = _TAG_PATTERNS[tag].search(line)
-    if found is None:
-        return None
-    head_end = re.search(r"(?<!\\) ", line)
-    if head_end is not None and found.start() > head_end.start():
-        return None
-    return found.group(1)
-
-
-class InfluxSource:
-    """InfluxDB 2.x. Telemetry comes from the settings' bucket, Reflex's own ``reflex_*``
-    outputs (baselines) from ``results_bucket``. Every call is bounded by the settings'
-    timeout, and the token is kept out of ``repr``.
-
-    InfluxDB OSS does not accept bind parameters (``params``; Cloud only: the server answers
-    "undefined identifier params"), so every value reaches Flux through :func:`flux_string`,
-    as a string literal with its escapes; times are integers.
-    """
-
-    def __init__(self, settings: InfluxSettings, *, results_bucket: str = "reflex") -> None:
-        self.settings, self.results_bucket = settings, results_bucket
-
-    def __repr__(self) -> str:
-        return f"InfluxSource({self.settings!r}, results_bucket={self.results_bucket!r})"
-
-    def query(
-        self,
-        measurement: str,
-        start_ns: int,
-        end_ns: int,
-        nodes: Sequence[str] | None,
-        job: str | None,
-        fields: Sequence[str] | None = None,
-    ) -> str:
-        is_output = measurement.startswith("reflex_")
-        bucket = self.results_bucket if is_output else self.settings.bucket
-        lines = [
-            f"from(bucket: {flux_string(bucket)})",
-            f"  |> range(start: time(v: {int(start_ns)}), stop: time(v: {int(end_ns)}))",
-            f"  |> filter(fn: (r) => r._measurement == {flux_string(measurement)})",
-        ]
-        if nodes is not None:
-            members = ", ".join(flux_string(node) for node in nodes)
-            lines.append(f"  |> filter(fn: (r) => contains(value: r.node, set: [{members}]))")
-        if job is not None:
-            lines.append(f"  |> filter(fn: (r) => r.job == {flux_string(job)})")
-        if fields is not None:
-            wanted = ", ".join(flux_string(name) for name in fields)
-            lines.append(f"  |> filter(fn: (r) => contains(value: r._field, set: [{wanted}]))")
-        lines.append('  |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")')
-        return "\n".join(lines)
-
-    def frames(
-        self,
-        measurement: str,
-        start_ns: int,
-        end_ns: int,
-        *,
-        nodes: Sequence[str] | None = None,
-        job: str | None = None,
-        fields: Sequence[str] | None = None,
-    ) -> list[Frame]:
-        with FluxReader(self.settings) as reader:
-            query = self.query(measurement, start_ns, end_ns, nodes, job, fields)
-            read = [_declared(frame) for frame in reader.frames(query)]
-        kept = (_keep(f, start_ns, end_ns, nodes, job) for f in read if f is not None)
-        return [frame for frame in kept if frame is not None]
-
-
-def _declared(frame: Frame) -> Frame | None:
-    """The frame with only the schema's tags and fields (the rest are Flux's own columns)."""
-    spec = load_schema().measurement(frame.measurement)
-    fields = {k: v for k, v in frame.fields.items() if k in spec.fields}
-    if not fields:
-        return None
-    tags = {k: v for k, v in frame.tags.items() if k in spec.tags}
-    return Frame(frame.measurement, frame.time_ns, tags, fields)
 
 
 # ---- job membership ---------------------------------------------------------------------------
@@ -327,6 +96,12 @@ class Timeline:
 
 @dataclass(frozen=True)
 class Range:
+    """The time a report covers, cut into buckets aligned to the epoch, as the flow's windows.
+
+    >>> Range(5, 25, 10).edges.tolist()
+    [0, 10, 20, 30]
+    """
+
     start_ns: int
     end_ns: int
     bucket_ns: int

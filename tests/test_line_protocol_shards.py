@@ -11,9 +11,10 @@ import pytest
 from fuzz_support import fuzz_input
 
 from reflex_localize.flows.messages import ErrorRecord
-from reflex_localize.flows.sources import LineProtocolSource, line_owner, line_stamp
+from reflex_localize.flows.sources import LineProtocolSource, line_owner
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.schemas.frame_codec import encode_frame
+from reflex_localize.schemas.line_file import line_stamp
 from reflex_localize.simulator import Simulation, load_scenario
 
 WINDOW_S = 10.0

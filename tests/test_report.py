@@ -30,8 +30,9 @@ from reflex_localize.schemas.codec import Point, encode
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.schemas.frame_codec import encode_frame
 from reflex_localize.shell.report import command
-from reflex_localize.shell.report_html import build_report, gather, onset_of
-from reflex_localize.shell.report_timeline import FrameSource, InfluxSource, ReplaySource
+from reflex_localize.shell.report_gather import gather, onset_of
+from reflex_localize.shell.report_html import build_report
+from reflex_localize.shell.report_sources import FrameSource, InfluxSource, ReplaySource
 from reflex_localize.shell.simulated_source import SimulatorSource
 from reflex_localize.simulator import Simulation, load_scenario
 

@@ -1,0 +1,66 @@
+"""Reading line-protocol files: the one reader that replays (the flow's source) and reports
+share.
+
+Decoding a line (:func:`schemas.codec.decode`) is what costs, so a reader first looks at the
+raw text: a line's timestamp and a tag of its head can be read without decoding, which lets
+it skip the lines it does not need. Whatever these quick reads cannot answer safely they
+leave to the decoder (they answer ``None``), so the two never disagree about a line they
+both read.
+
+>>> lines = ["gpu,cluster=c,node=n7,gpu=0 power_watts=1 1700000000000000000",
+...          "gpu,cluster=c,node=n\\\\ 7,gpu=0 power_watts=1 1700000000000000000"]
+>>> [raw_tag(line, "node") for line in lines], line_stamp(lines[0])
+(['n7', None], 1700000000000000000)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+_MAX_STAMP_DIGITS = len(str(1 << 63))
+
+
+def data_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, text without its newline)`` of each line of the file at ``path`` that
+    holds data: blank lines and ``#`` comments are skipped, numbers count every line. Bytes
+    that are not UTF-8 are replaced, so the decoder rejects that line rather than the read
+    failing."""
+    with Path(path).open(errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            # isspace, not strip: no copy of every line (a line read from a file is never "")
+            if line.isspace() or line.startswith("#"):
+                continue
+            yield number, line.rstrip("\n")
+
+
+def line_stamp(line: str) -> int | None:
+    """A line's timestamp (its last word), or None when it has none that reads as one.
+
+    Only plain ASCII digits count: ``int()`` would also take ``+5``, ``1_0`` or non-ASCII
+    digits, and readers that place lines by this stamp must all place them alike.
+    """
+    stamp = line.rstrip().rsplit(" ", 1)[-1]
+    if not (stamp.isascii() and stamp.isdigit()) or len(stamp) > _MAX_STAMP_DIGITS:
+        return None
+    value = int(stamp)
+    return value if value < 1 << 63 else None
+
+
+def raw_tag(line: str, tag: str) -> str | None:
+    """The value of ``tag`` in a line's head, read without decoding; None when the line has
+    no such tag or it cannot be read safely, so that only decoding can tell.
+
+    Safe means: the head (up to the first space) holds no backslash and no quote, so no
+    escape can hide a separator and the raw value is the decoded value; the tag appears
+    exactly once (the decoder refuses duplicates); and its value is not empty (refused too).
+    """
+    head, space, _ = line.partition(" ")
+    if not space or "\\" in head or '"' in head:
+        return None
+    key = f",{tag}="
+    at = head.find(key)
+    if at < 0 or head.find(key, at + 1) >= 0:
+        return None
+    value = head[at + len(key) :].split(",", 1)[0]
+    return value or None

@@ -1,0 +1,81 @@
+"""The line-protocol file reader: the quick reads of a line's raw text (a tag of its head, its
+timestamp) either agree with the decoder or answer None and leave the line to it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reflex_localize.schemas.codec import Point, PointError, decode, encode
+from reflex_localize.schemas.line_file import data_lines, line_stamp, raw_tag
+
+STAMP = 1_700_000_000_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        ("host,cluster=c,node=n7", "n7"),
+        ("host,node=n7,cluster=c", "n7"),
+        ("host,cluster=c,nodename=x,node=n7", "n7"),  # another key that starts alike
+        ("host,cluster=c,node=a=b", "a=b"),  # the decoder splits a pair at its first "="
+        ("host,cluster=c,node=n\\ 7", None),  # escaped: only the decoder can tell
+        ("host,cluster=c\\,x,node=n7", None),  # an escape elsewhere in the head is enough
+        ('host,cluster=c,node=n"7', None),  # quoted
+        ("host,cluster=c", None),  # missing
+        ("host,cluster=c,node=a,node=b", None),  # twice: the decoder refuses the line
+        ("host,cluster=c,node=", None),  # empty: refused too
+    ],
+)
+def test_a_raw_tag_is_read_off_the_head_only_when_safe(head: str, expected: str | None) -> None:
+    assert raw_tag(f"{head} load1=0.5 {STAMP}", "node") == expected
+
+
+def test_a_tag_is_never_read_from_the_fields_or_a_headless_line() -> None:
+    assert raw_tag(f'event,cluster=c,kind=k message=",node=n1" {STAMP}', "node") is None
+    assert raw_tag("host,cluster=c,node=n1", "node") is None  # no space: no fields, no head end
+
+
+_HOSTILE_TEXT = st.text(alphabet='ab ,=\\"', min_size=1, max_size=8)
+
+
+@given(node=_HOSTILE_TEXT, cluster=_HOSTILE_TEXT)
+def test_a_raw_tag_agrees_with_the_decoder(node: str, cluster: str) -> None:
+    point = Point("host", {"cluster": cluster, "node": node}, {"load1": 0.5}, STAMP)
+    try:
+        line = encode(point)
+    except PointError:
+        return  # a value line protocol cannot carry
+    read = raw_tag(line, "node")
+    assert read is None or read == decode(line).tags["node"]
+    if not set(node + cluster) & set(',= \\"'):
+        assert read == node  # a plain line is always read without decoding
+
+
+@pytest.mark.parametrize(
+    ("stamp", "expected"),
+    [
+        (str(STAMP), STAMP),
+        (f"{STAMP}\r", STAMP),
+        ("+5", None),
+        ("1_0", None),
+        ("\u0661\u0662", None),  # Arabic-Indic digits: int() takes them, InfluxDB does not
+        (str(1 << 63), None),
+        ("1" * 20, None),
+    ],
+)
+def test_a_timestamp_is_plain_decimal_nanoseconds(stamp: str, expected: int | None) -> None:
+    assert line_stamp(f"host,cluster=c,node=n load1=0.5 {stamp}") == expected
+    assert line_stamp("host,cluster=c,node=n load1=0.5") is None
+
+
+def test_data_lines_skip_blanks_and_comments_and_count_every_line(tmp_path: Path) -> None:
+    path = tmp_path / "capture.lp"
+    path.write_bytes(b"# capture\n\nhost,node=a load1=1 1\n   \nhost,node=\xff load1=2 2\n")
+    assert list(data_lines(path)) == [
+        (3, "host,node=a load1=1 1"),
+        (5, "host,node=\ufffd load1=2 2"),
+    ]
