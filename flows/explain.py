@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from reflex_localize.flows.events import LocalizationEvent, Suspect, event_id, recommend_action
 from reflex_localize.flows.messages import ExplicitEvent
+from reflex_localize.flows.signals import STEP_SIGNAL
+from reflex_localize.flows.step_peers import StepFinding
 
 
 def cascade_summary(recent: list[ExplicitEvent]) -> dict:
@@ -106,4 +110,68 @@ def stage_pattern(now: dict[int, float], learned: dict[int, float]) -> str:
         f"every stage slowed together (+{100 * min(growth.values()):.0f}% to "
         f"+{100 * growth[worst]:.0f}%): the work per step grew (e.g. sequence length), "
         "not a fault"
+    )
+
+
+def describe_finding(
+    job: str,
+    cluster: str,
+    window: int,
+    end_ns: int,
+    kind: str,
+    finding: StepFinding,
+    suspects: list[Suspect],
+    *,
+    rank_label: str = "",
+    detail: str = "",
+) -> LocalizationEvent:
+    """Events that need no job history: a straggler found step by step (the suspect leads
+    ``suspects``), the job's step pattern (``stage``, ``data``: no hardware fault, below
+    paging) and a telemetry gap (no node named)."""
+    top = suspects[0] if suspects else None
+    trigger = "step_pattern" if kind in ("stage", "data") else kind
+    if kind == "straggler" and top is not None:
+        since = datetime.fromtimestamp(finding.since_ns / 1e9, tz=UTC).strftime("%H:%M:%S")
+        signals = [e.signal for e in top.evidence if e.signal != STEP_SIGNAL]
+        severity = "warning"
+        confidence = round(min(0.95, 0.55 + 0.1 * finding.steps + 0.01 * min(finding.z, 10)), 3)
+        action = recommend_action(top.component, signals[0] if signals else STEP_SIGNAL)
+        summary = (
+            f"straggler: {top.node} {top.component} {top.index}: rank {finding.rank} "
+            f"({rank_label}) computes {100 * (finding.ratio - 1):.0f}% longer than its stage "
+            f"peers, {finding.steps} steps in a row since {since} UTC"
+        )
+    elif kind == "stage":
+        severity, confidence = "info", 0.7
+        action = (
+            f"no hardware action: rebalance the pipeline (move layers off stage {finding.stage})"
+        )
+        summary = (
+            f"no hardware fault: pipeline stage {finding.stage} is "
+            f"{100 * (finding.ratio - 1):.0f}% slower than the other stages on all its ranks: "
+            "partitioning, not a fault"
+        )
+    elif kind == "data":
+        severity, confidence = "info", 0.6
+        action = "no hardware action: check the data (sequence-length packing, the dataloader)"
+        summary = (
+            "no single slow rank: step time follows the data (the slowest rank changes from "
+            "step to step, or every rank's compute moves together), not a fault"
+        )
+    else:
+        severity, confidence = "warning", 0.6
+        action = "check the agents and the path to InfluxDB: no node is blamed for a gap"
+        summary = f"telemetry gap, not a node fault: {detail}"
+    tag = top.node if top is not None else f"{kind}{finding.stage}"
+    return LocalizationEvent(
+        event_id(job, trigger, window, tag),
+        end_ns,
+        cluster,
+        job,
+        trigger,
+        severity,
+        confidence,
+        suspects,
+        action,
+        summary,
     )

@@ -150,7 +150,7 @@ class EvidenceBook:
         ]
         for info in infos_known:
             if not any(info is i for i, _, _ in slow):
-                self.since.pop((f"{info.node}|gpu|{info.gpu}", STEP_SIGNAL), None)
+                self.since.pop((rank_entity(info), STEP_SIGNAL), None)
         for entity, placed, peer_z, profile in place_stragglers(slow, infos_known, totals):
             self.features.setdefault(entity, {})[STEP_SIGNAL] = placed
             amount = placed * weights(profile).get(STEP_SIGNAL, 1.0)
@@ -169,6 +169,12 @@ class EvidenceBook:
                 )
 
 
+def rank_entity(info: RankInfo) -> str:
+    """The entity a rank's own slowness blames: its GPU, or its node when the training hook
+    did not say which GPU the rank runs on."""
+    return f"{info.node}|gpu|{info.gpu}" if info.gpu >= 0 else f"{info.node}|node|-"
+
+
 def place_stragglers(
     slow: list[tuple[RankInfo, float, float]], ranks: list[RankInfo], totals: dict[str, float]
 ) -> list[tuple[str, float, float | None, str]]:
@@ -183,7 +189,7 @@ def place_stragglers(
     placed: list[tuple[str, float, float | None, str]] = []
     for node, items in sorted(per_node.items()):
         if len(items) < 0.75 * gpus_on_node[node] or len(items) < 2:
-            placed += [(f"{i.node}|gpu|{i.gpu}", st, rounded(zz), i.profile) for i, st, zz in items]
+            placed += [(rank_entity(i), st, rounded(zz), i.profile) for i, st, zz in items]
             continue
         shared = [e for e in totals if e.startswith(f"{node}|") and "|gpu|" not in e]
         target = max(shared, key=lambda e: totals[e]) if shared else f"{node}|host|-"

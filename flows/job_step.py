@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reflex_localize.flows.detectors import CompoundScore
-from reflex_localize.flows.events import LocalizationEvent, Suspect
-from reflex_localize.flows.explain import describe, stage_pattern
-from reflex_localize.flows.job_evidence import EvidenceBook
+from reflex_localize.flows.events import Evidence, LocalizationEvent, Suspect
+from reflex_localize.flows.explain import describe, describe_finding, stage_pattern
+from reflex_localize.flows.job_evidence import EvidenceBook, place_stragglers, rank_entity
 from reflex_localize.flows.liveness import LivenessTracker
 from reflex_localize.flows.messages import ErrorRecord, ExplicitEvent, JobWindow, RankInfo, shard_of
-from reflex_localize.flows.signals import SIGNAL_NAMES
+from reflex_localize.flows.signals import SIGNAL_NAMES, STEP_SIGNAL
+from reflex_localize.flows.step_peers import StepFinding, StepPeers
 from reflex_localize.flows.thresholds import threshold_events
 from reflex_localize.flows.triggers import HangDetector, StepRegression
 from reflex_localize.schemas.codec import Point
@@ -78,6 +79,7 @@ class JobState:
     stage_compute: dict[int, float] = field(default_factory=dict)
     stage_now: dict[int, float] = field(default_factory=dict)
     liveness: LivenessTracker = field(default_factory=LivenessTracker)
+    step_peers: StepPeers = field(default_factory=StepPeers)
     alerted: dict[str, int] = field(default_factory=dict)  # threshold mode: entity -> last alert
     last_done: int = -1
     finished: bool = False
@@ -194,9 +196,7 @@ class JobState:
         self.recent_events = [
             e for e in self.recent_events + events if e.time_ns >= end_ns - 300 * 10**9
         ]
-        event = self._triggered(window, end_ns, parts, events)
-        if event is not None:
-            out.append(("event", event))
+        out.extend(("event", event) for event in self._triggered(window, end_ns, parts, events))
         if parts and not any(p.active for p in parts):
             self.finished = True
             self.liveness.forget_job(self.job)
@@ -236,6 +236,37 @@ class JobState:
 
     def _triggered(
         self, window: int, end_ns: int, parts: list[JobWindow], events: list[ExplicitEvent]
+    ) -> list[LocalizationEvent]:
+        """This window's events: findings of the per-step view and of telemetry gaps (which
+        never hold back a hardware event), then at most one incident event."""
+        found = self._step_findings(parts)
+        out = [
+            self._finding(window, end_ns, f.kind, f)
+            for f in found
+            if f.kind != "straggler" and self.config.mode == "reflex"
+        ]
+        out += [self._gap_finding(window, end_ns, e) for e in events if e.kind == "telemetry_gap"]
+        incident = self._incident(window, end_ns, parts, events, found)
+        return [*out, incident] if incident is not None else out
+
+    def _step_findings(self, parts: list[JobWindow]) -> list[StepFinding]:
+        for part in parts:
+            rows = part.steps
+            for step in np.unique(rows.step).tolist():
+                mine = rows.step == step
+                compute = dict(
+                    zip(rows.rank[mine].tolist(), rows.compute[mine].tolist(), strict=True)
+                )
+                self.step_peers.add_step(int(step), compute, int(rows.time_ns[mine].max()))
+        return self.step_peers.judge(self.members)
+
+    def _incident(
+        self,
+        window: int,
+        end_ns: int,
+        parts: list[JobWindow],
+        events: list[ExplicitEvent],
+        found: list[StepFinding],
     ) -> LocalizationEvent | None:
         # Critical errors trigger. A warning (a remap recorded, a corrected MCE) triggers only
         # when its entity's compound score corroborates it; otherwise it is just evidence.
@@ -263,6 +294,9 @@ class JobState:
         self._learn_stages(parts, regressed)
         if hardware:
             return self._emit(window, end_ns, "explicit", hardware[0])
+        stragglers = [f for f in found if f.kind == "straggler"]
+        if stragglers and self.config.mode != "temporal_only":
+            return self._emit_straggler(window, end_ns, stragglers)
         if cascade and self.cascade_waiting < 0:
             self.cascade_waiting = window
             return None
@@ -326,11 +360,68 @@ class JobState:
         self.regression.reset()
         return event
 
-    def _new_incident(self, root: ExplicitEvent | None, top: Suspect | None) -> bool:
+    def _emit_straggler(
+        self, window: int, end_ns: int, found: list[StepFinding]
+    ) -> LocalizationEvent | None:
+        """A rank slower than its role peers step after step: its GPU (or, when most ranks of
+        its node straggle together, the node's NIC or host) leads the event."""
+        by_rank = {f.rank: f for f in found}
+        slow = [(self.members[f.rank], f.ratio, f.z) for f in found]
+        placed = place_stragglers(slow, list(self.members.values()), dict(self.compound.scores))
+        entity, _, _, _ = max(placed, key=lambda p: p[1])
+        lead_rank = max(
+            (f for f in found if entity.startswith(f"{self.members[f.rank].node}|")),
+            key=lambda f: f.ratio,
+        )
+        node, component, index = entity.split("|")
+        evidence = Evidence(
+            STEP_SIGNAL, None, round(lead_rank.z, 2), lead_rank.ratio, lead_rank.since_ns
+        )
+        lead = Suspect(
+            node,
+            component,
+            index,
+            round(self.compound.get(entity), 3),
+            [evidence, *self.book.notes(entity)[:5]],
+        )
+        if end_ns - self.last_event_ns < self.config.cooldown_s * 1e9 and not self._new_incident(
+            None, lead, lead_is_new=node not in self.last_event_nodes
+        ):
+            return None
+        others = [s for s in self._suspects(None) if s.entity != entity]
+        event = describe_finding(
+            self.job, self.config.cluster, window, end_ns, "straggler", by_rank[lead_rank.rank],
+            [lead, *others], rank_label=rank_entity(self.members[lead_rank.rank]),
+        )  # fmt: skip
+        self.last_event_ns = end_ns
+        self.last_event_nodes = {node}
+        self.last_event_entities = {entity}
+        self.regression.reset()
+        return event
+
+    def _finding(
+        self, window: int, end_ns: int, kind: str, finding: StepFinding
+    ) -> LocalizationEvent:
+        """The job's step pattern (a slow stage, steps following the data): a finding below
+        paging that touches no incident state, so it never holds back a hardware event."""
+        return describe_finding(self.job, self.config.cluster, window, end_ns, kind, finding, [])
+
+    def _gap_finding(self, window: int, end_ns: int, gap: ExplicitEvent) -> LocalizationEvent:
+        finding = StepFinding("telemetry_gap", since_ns=gap.time_ns)
+        return describe_finding(
+            self.job, self.config.cluster, window, end_ns, "telemetry_gap", finding, [],
+            detail=gap.meaning,
+        )  # fmt: skip
+
+    def _new_incident(
+        self, root: ExplicitEvent | None, top: Suspect | None, lead_is_new: bool = False
+    ) -> bool:
         """Within the cooldown, only a different node opens a new incident: through an explicit
         error, or through strong evidence once the previous suspect shows no fresh evidence."""
         if root is not None:
             return root.node not in self.last_event_nodes
+        if lead_is_new:  # a straggler found step by step stands on its own evidence
+            return True
         if top is None or top.node in self.last_event_nodes:
             return False
         previous_active = bool(self.last_event_entities & self.fresh)

@@ -8,6 +8,13 @@ union over a job's shards once per window and returns an :class:`ExplicitEvent` 
 lost node gives one event. When the node reports again it is armed again (and a later silence
 is a new event). Only members count: a node that left the job is not missing.
 
+A node counts as reporting whatever it sends: the agent's telemetry, training steps, events or
+membership. Its patience follows its own cadence: a node that sends the agent's telemetry
+(every window) is missing after ``missing_after_windows`` silent windows; one that sends only
+what the training hook writes (a step every 47 s, membership every minute) after twice the
+longest silence it has come back from, and at least twice ``hook_gap_windows`` before it has
+shown one. A job whose nodes have no agent is not a job whose nodes are all missing.
+
 The state is a few ints per member node: it pickles (Bytewax snapshots) and stays bounded,
 because nodes that are no longer members are forgotten.
 
@@ -38,6 +45,9 @@ ACTION = "check the node is up and its agent runs; drain it if it is down"
 class _NodeState:
     silent_windows: int = 0
     reported: bool = False  # a node_missing event for the current absence went out
+    seen: bool = False
+    hook_only: bool = False  # seen, but never with the agent's telemetry (every window)
+    gap: int = 0  # the longest silence (windows) it came back from: its own cadence
 
 
 @dataclass
@@ -45,6 +55,9 @@ class LivenessTracker:
     """Per job: which member nodes went silent. See the module docstring."""
 
     missing_after_windows: int = 3
+    # Before a hook-only node has shown its cadence: the hook re-sends membership every 60 s.
+    hook_gap_windows: int = 6
+    max_gap_windows: int = 30  # a cadence longer than this is an outage, not a cadence
     _jobs: dict[str, dict[str, _NodeState]] = field(default_factory=dict)
     _gaps: dict[str, int] = field(default_factory=dict)  # job -> windows of mass silence
 
@@ -55,9 +68,12 @@ class LivenessTracker:
         end_ns: int,
         members: Iterable[str],
         alive: Iterable[str],
+        steady: Iterable[str] | None = None,
     ) -> list[ExplicitEvent]:
-        """One window of one job (all shards merged); returns the new node_missing events."""
+        """One window of one job (all shards merged); returns the new node_missing events.
+        ``steady``: the alive nodes that sent the agent's telemetry (default: all of them)."""
         member_set, alive_set = set(members), set(alive)
+        steady_set = alive_set if steady is None else set(steady)
         nodes = self._jobs.setdefault(job, {})
         for gone in set(nodes) - member_set:
             del nodes[gone]  # left the job: not missing, and no state kept for it
@@ -74,19 +90,34 @@ class LivenessTracker:
                     f"{len(silent)} of {len(member_set)} nodes of the job sent no "
                     f"telemetry for {gap} windows (collection gap, rack, or clock skew)"
                 )
-                events.append(replace(self._event(job, silent[0], end_ns, gap), meaning=meaning))
+                # No node is named: which one would be a guess. A gap in telemetry, not a
+                # hardware error: it raises a finding of its own, never a node's incident.
+                event = self._event(job, "", end_ns, gap)
+                events.append(
+                    replace(event, kind="telemetry_gap", severity="info", meaning=meaning)
+                )
             return events
         self._gaps.pop(job, None)
         for node in sorted(member_set):
             state = nodes.setdefault(node, _NodeState())
             if node in alive_set:
+                if not state.reported and state.silent_windows <= self.max_gap_windows:
+                    state.gap = max(state.gap, state.silent_windows)
+                # Hook-only until it sends the agent's telemetry once; then steady for good.
+                state.hook_only = node not in steady_set and (state.hook_only or not state.seen)
+                state.seen = True
                 state.silent_windows, state.reported = 0, False
                 continue
             state.silent_windows += 1
-            if state.silent_windows >= self.missing_after_windows and not state.reported:
+            if state.silent_windows >= self._patience(state) and not state.reported:
                 state.reported = True
                 events.append(self._event(job, node, end_ns, state.silent_windows))
         return events
+
+    def _patience(self, state: _NodeState) -> int:
+        if not state.hook_only:  # the agent's every-window cadence, or never seen at all
+            return self.missing_after_windows
+        return max(self.missing_after_windows, 2 * max(state.gap, self.hook_gap_windows))
 
     def observe_windows(self, parts: Iterable[JobWindow]) -> list[ExplicitEvent]:
         """The same, from the shards' JobWindows of one job and window."""
@@ -95,9 +126,14 @@ class LivenessTracker:
             return []
         members = {member.node for part in parts for member in part.members}
         alive = {node for part in parts for node in part.alive_nodes}
+        steady = {
+            node
+            for part in parts
+            for node in (part.alive_nodes if part.agent_nodes is None else part.agent_nodes)
+        }
         first = parts[0]
         end_ns = max(part.end_ns for part in parts)
-        return self.observe(first.job, first.window, end_ns, members, alive)
+        return self.observe(first.job, first.window, end_ns, members, alive, steady)
 
     def forget_job(self, job: str) -> None:
         """The job ended: drop its state."""
@@ -112,7 +148,7 @@ class LivenessTracker:
             kind="node_missing",
             code=0,
             component="node",
-            index="",
+            index="-",  # a node-level entity, as every other (an empty tag cannot be written)
             severity="critical",
             meaning=MEANING.format(windows=windows),
             action=ACTION,

@@ -104,7 +104,9 @@ class JobWindow:
     members: list[RankInfo]
     events: list[ExplicitEvent]
     steps: StepRows
-    alive_nodes: list[str]
+    alive_nodes: list[str]  # nodes that sent anything this window (any family)
     world_size: int
     active: bool = True
     n_shards: int = 1
+    # Nodes that sent the agent's telemetry (every window while it runs); None: all alive ones.
+    agent_nodes: list[str] | None = None

@@ -100,7 +100,8 @@ class ShardState:
         scales = self.baseline.scale(self.baseline.rows(signals.entities, create=True))
         events = self._events(by_measurement.get("event", []))
         steps = _step_rows(by_measurement.get("train_step", []))
-        alive = {e.split("|", 1)[0] for e in signals.entities.tolist()}
+        alive = _reporting_nodes(frames)  # whatever families a node sends
+        agent = {e.split("|", 1)[0] for e in signals.entities.tolist()}
         entity_nodes = np.array(
             [e.split("|", 1)[0] for e in signals.entities.tolist()], dtype=object
         )
@@ -126,6 +127,7 @@ class ShardState:
                         events=[e for e in events if e.node in nodes or e.job == job],
                         steps=job_steps,
                         alive_nodes=sorted(alive & nodes),
+                        agent_nodes=sorted(agent & nodes),
                         world_size=self.world_sizes.get(job, 0),
                         active=job not in ended,
                     ),
@@ -139,6 +141,8 @@ class ShardState:
         return out
 
     def _learn_membership(self, frames: list[Frame]) -> set[str]:
+        """Learns which node runs which rank. A real training hook writes only what it knows:
+        a field it left out gets a default (see :func:`rank_info`), never a KeyError."""
         ended: set[str] = set()
         for frame in frames:
             tags, fields = frame.tags, frame.fields
@@ -148,16 +152,12 @@ class ShardState:
                 if not bool(active[i]):
                     ended.add(job)
                     continue
-                self.world_sizes[job] = int(fields["world_size"][i])
-                self.members.setdefault(job, {})[rank] = RankInfo(
-                    rank,
-                    node,
-                    int(fields["gpu"][i]),
-                    int(fields["dp_rank"][i]),
-                    int(fields["pp_rank"][i]),
-                    int(fields["tp_rank"][i]),
-                    int(fields["pp_size"][i]),
-                    str(fields["profile"][i]),
+                ranks = self.members.setdefault(job, {})
+                ranks[rank] = rank_info(rank, node, {k: v[i] for k, v in fields.items()})
+                world = fields.get("world_size")
+                known = max(ranks) + 1
+                self.world_sizes[job] = (
+                    int(world[i]) if world is not None else max(known, self.world_sizes.get(job, 0))
                 )
                 self.node_job[node] = job
         return {job for job in ended if job in self.members}
@@ -273,3 +273,32 @@ def _concat(a: StepRows, b: StepRows) -> StepRows:
             for k in ("rank", "step", "step_time", "compute", "comm", "time_ns")
         )
     )
+
+
+def rank_info(rank: int, node: str, fields: dict[str, object]) -> RankInfo:
+    """A rank's role from its membership fields; what a partial hook leaves out gets the
+    neutral default: GPU unknown (-1), one pipeline stage, data-parallel rank = rank, and no
+    hardware profile (generic limits, no hardware-specific signals)."""
+
+    def number(name: str, default: int) -> int:
+        value = fields.get(name)
+        return default if value is None else int(value)  # type: ignore[call-overload]
+
+    return RankInfo(
+        rank,
+        node,
+        number("gpu", -1),
+        number("dp_rank", rank),
+        number("pp_rank", 0),
+        number("tp_rank", 0),
+        max(number("pp_size", 1), 1),
+        str(fields.get("profile") or ""),
+    )
+
+
+def _reporting_nodes(frames: list[Frame]) -> set[str]:
+    nodes: set[str] = set()
+    for frame in frames:
+        if len(frame) and "node" in frame.tags:
+            nodes.update(np.unique(frame.tags["node"]).tolist())
+    return nodes

@@ -1,0 +1,193 @@
+"""Ranks judged against their role peers step by step: stragglers from launch, and the shape
+of a job's step time (a slow pipeline stage, steps that follow the data).
+
+Windows are the flow's clock, but training steps are the job's: a step may last 2 s or 47 s.
+So each step is judged once, when every rank has reported it (or a later step shows that a
+missing rank will not), and evidence accrues per step, whatever the ratio of step length to
+window. A rank slow for ``streak_steps`` steps in a row is a straggler in its own right: the
+job needs no history of its own, which a job slow from its first step does not have.
+
+Peers share a pipeline stage and a GPU model. Groups may be small (two data-parallel ranks
+per stage), so a rank is not compared with a median that it dominates: each group's level is
+the median of its faster half, and each rank's ratio to its group's level is judged against
+the spread of those ratios over the whole job (after removing every stage's level), floored
+at ``min_spread`` (a few percent is noise). A group of one has no peer and is not judged.
+
+>>> from reflex_localize.flows.messages import RankInfo
+>>> members = {r: RankInfo(r, f"n{r // 2}", r % 2, r // 2, r % 2, 0, 2, "h100") for r in range(8)}
+>>> peers = StepPeers()
+>>> findings = []
+>>> for step in range(4):  # rank 5 computes 45 s where its stage peers take 20 s
+...     compute = {r: 45.0 if r == 5 else 20.0 + 0.1 * r for r in members}
+...     peers.add_step(step, compute, 10**18 + step * 47 * 10**9)
+...     findings += peers.judge(members)
+>>> [(f.kind, f.rank, round(f.ratio, 2), f.steps) for f in findings]
+[('straggler', 5, 2.23, 3)]
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from reflex_localize.flows.messages import RankInfo
+
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class StepFinding:
+    """What the per-step view found: a straggling rank, or the pattern of the job's steps."""
+
+    kind: str  # straggler | stage | data
+    rank: int = -1
+    ratio: float = 0.0  # the rank's (or stage's) compute over its peers'
+    z: float = 0.0
+    steps: int = 0  # consecutive steps it held for
+    since_ns: int = 0
+    stage: int = -1
+
+
+def role_ratios(
+    values: np.ndarray, groups: np.ndarray, min_spread: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each value over its group's level (the median of the group's faster half), and how far
+    that ratio stands out, in robust spreads of all the ratios (NaN for a group of one)."""
+    ratio = np.full(len(values), np.nan)
+    for group in np.unique(groups).tolist():
+        rows = np.flatnonzero(groups == group)
+        if len(rows) < 2:
+            continue
+        ordered = np.sort(values[rows])
+        level = float(np.median(ordered[: (len(ordered) + 1) // 2]))
+        if level > 0:
+            ratio[rows] = values[rows] / level
+    judged = ratio[np.isfinite(ratio)]
+    if not len(judged):
+        return ratio, np.full(len(values), np.nan)
+    spread = MAD_TO_SIGMA * float(np.median(np.abs(judged - np.median(judged))))
+    return ratio, (ratio - 1.0) / max(spread, min_spread)
+
+
+@dataclass
+class StepPeers:
+    """Per job: compute time per rank and step, judged per step. See the module docstring."""
+
+    streak_steps: int = 3
+    min_excess: float = 0.10  # slower than its peers by at least this much...
+    z_needed: float = 4.0  # ...and standing out from the job's spread by this many spreads
+    min_spread: float = 0.02
+    stage_excess: float = 0.15  # a stage this much slower than the others on all its ranks
+    data_spread: float = 0.10  # step-to-step spread of the job's compute that says "the data"
+    pattern_steps: int = 4  # steps judged before the job's pattern is told (and re-told)
+    max_pending: int = 8  # steps kept waiting for a late rank (bounded memory)
+    pending: dict[int, dict[int, float]] = field(default_factory=dict)  # step -> rank -> compute
+    stamps: dict[int, int] = field(default_factory=dict)  # step -> when it ended (ns)
+    streak: dict[int, int] = field(default_factory=dict)
+    since: dict[int, int] = field(default_factory=dict)
+    reported: set[int] = field(default_factory=set)
+    judged: int = 0
+    stage_levels: list[dict[int, float]] = field(default_factory=list)  # recent steps
+    rank_ratios: list[dict[int, float]] = field(default_factory=list)  # recent steps
+    told: tuple = ()  # the pattern last told
+
+    def add_step(self, step: int, compute: dict[int, float], time_ns: int) -> None:
+        """Compute seconds of some ranks for one step (NaN where the framework gave none)."""
+        known = {r: v for r, v in compute.items() if np.isfinite(v) and v > 0}
+        if known:
+            self.pending.setdefault(step, {}).update(known)
+            self.stamps[step] = max(self.stamps.get(step, 0), time_ns)
+
+    def judge(self, members: dict[int, RankInfo]) -> list[StepFinding]:
+        """Judges every step that is complete (or that a later step closed); returns the
+        findings: a straggler when its streak reaches ``streak_steps``, and the job's step
+        pattern once ``pattern_steps`` steps are judged (again when it changes)."""
+        findings: list[StepFinding] = []
+        if not members:
+            return findings
+        newest = max(self.pending, default=-1)
+        for step in sorted(self.pending):
+            ready = len(self.pending[step]) >= len(members) or step < newest - 1
+            if not ready and len(self.pending) <= self.max_pending:
+                break
+            findings += self._judge_step(self.pending.pop(step), self.stamps.pop(step), members)
+        return findings
+
+    def _judge_step(
+        self, compute: dict[int, float], time_ns: int, members: dict[int, RankInfo]
+    ) -> list[StepFinding]:
+        ranks = [r for r in sorted(compute) if r in members]
+        if len(ranks) < 2:
+            return []
+        values = np.array([compute[r] for r in ranks])
+        stages = np.array([members[r].pp_rank for r in ranks])
+        groups = np.array([f"{members[r].pp_rank}|{members[r].profile}" for r in ranks], object)
+        ratio, z = role_ratios(values, groups, self.min_spread)
+        self.judged += 1
+        findings = []
+        for rank, r, zz in zip(ranks, ratio.tolist(), z.tolist(), strict=True):
+            slow = np.isfinite(r) and r >= 1 + self.min_excess and zz >= self.z_needed
+            if not slow:
+                self.streak.pop(rank, None)
+                self.since.pop(rank, None)
+                self.reported.discard(rank)
+                continue
+            self.streak[rank] = self.streak.get(rank, 0) + 1
+            since = self.since.setdefault(rank, time_ns)
+            if self.streak[rank] >= self.streak_steps and rank not in self.reported:
+                self.reported.add(rank)
+                findings.append(
+                    StepFinding("straggler", rank, float(r), float(zz), self.streak[rank], since)
+                )
+        self._remember(ranks, values, stages, ratio)
+        pattern = self._pattern()
+        if pattern is not None and pattern[:2] != self.told[:2]:
+            self.told = pattern
+            findings.append(pattern[2])
+        return findings
+
+    def _remember(
+        self, ranks: list[int], values: np.ndarray, stages: np.ndarray, ratio: np.ndarray
+    ) -> None:
+        levels = {int(s): float(np.median(values[stages == s])) for s in np.unique(stages)}
+        self.stage_levels = [*self.stage_levels, levels][-2 * self.pattern_steps :]
+        ratios = {r: float(x) for r, x in zip(ranks, ratio.tolist(), strict=True)}
+        self.rank_ratios = [*self.rank_ratios, ratios][-2 * self.pattern_steps :]
+
+    def _slowest_rotates(self) -> bool:
+        """Ranks well above their peers in some steps, a different one each time: per-rank
+        data (sequence lengths), not a slow rank, which would be slow step after step."""
+        recent = self.rank_ratios[-self.pattern_steps :]
+        slow = Counter(
+            rank
+            for ratios in recent
+            for rank, ratio in ratios.items()
+            if np.isfinite(ratio) and ratio >= 1 + 2 * self.min_excess
+        )
+        return len(slow) >= 2 and max(slow.values()) <= len(recent) // 2
+
+    def _pattern(self) -> tuple[str, int, StepFinding] | None:
+        """The job's step pattern over its recent steps: one stage slower on all its ranks
+        (partitioning), or every rank's compute moving with the data; None when neither."""
+        recent = self.stage_levels[-self.pattern_steps :]
+        if self.judged < self.pattern_steps or len(recent) < self.pattern_steps:
+            return None
+        if self.reported:  # a straggler explains the step time; it was told as such
+            return None
+        stages = sorted(set.intersection(*(set(levels) for levels in recent)))
+        if len(stages) >= 2:
+            level = {s: float(np.median([levels[s] for levels in recent])) for s in stages}
+            worst = max(stages, key=lambda s: level[s])
+            others = float(np.median([level[s] for s in stages if s != worst]))
+            excess = level[worst] / others - 1 if others > 0 else 0.0
+            if excess >= self.stage_excess:
+                finding = StepFinding("stage", ratio=1 + excess, steps=len(recent), stage=worst)
+                return ("stage", worst, finding)
+        totals = np.array([float(np.median(list(levels.values()))) for levels in recent])
+        spread = float(np.std(totals) / np.mean(totals)) if totals.mean() > 0 else 0.0
+        if spread >= self.data_spread or self._slowest_rotates():
+            finding = StepFinding("data", ratio=1 + spread, steps=len(recent))
+            return ("data", -1, finding)
+        return None
