@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from reflex_localize.flows.sources import MemorySource, split_windows
-from reflex_localize.schemas.codec import Point
+from reflex_localize.schemas.codec import FieldValue, Point
 from reflex_localize.schemas.frame import Frame, frames_from_points
 
 START_NS = 1_767_225_600_000_000_000
@@ -64,8 +64,8 @@ class HookJob:
                 out.append(Point("train_step", tags, fields, end_ns))
         return out
 
-    def _membership(self, rank: int) -> dict[str, object]:
-        fields: dict[str, object] = {
+    def _membership(self, rank: int) -> dict[str, FieldValue]:
+        fields: dict[str, FieldValue] = {
             "world_size": self.world_size,
             "active": True,
             "dp_rank": rank // self.pp_size,
