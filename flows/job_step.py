@@ -72,6 +72,7 @@ class JobState:
     recent_events: list[ExplicitEvent] = field(default_factory=list)
     cascade_waiting: int = -1  # window at which only cascade errors were seen
     last_event_ns: int = -(10**19)
+    last_finding_ns: int = -(10**19)  # the job's step pattern was last told then
     last_event_nodes: set[str] = field(default_factory=set)
     last_event_entities: set[str] = field(default_factory=set)
     last_evidence: dict[str, int] = field(default_factory=dict)  # entity -> last window
@@ -342,6 +343,8 @@ class JobState:
             return None
         if top is not None and root is None and top.score < self.config.min_suspect_score:
             suspects, top = [], None
+        if top is None and root is None and trigger == "regression" and self._pattern_told(end_ns):
+            return None  # the step pattern already said why, and that no hardware is at fault
         pattern = stage_pattern(self.stage_now, self.stage_compute)
         event = describe(
             self.job,
@@ -404,7 +407,11 @@ class JobState:
     ) -> LocalizationEvent:
         """The job's step pattern (a slow stage, steps following the data): a finding below
         paging that touches no incident state, so it never holds back a hardware event."""
+        self.last_finding_ns = end_ns
         return describe_finding(self.job, self.config.cluster, window, end_ns, kind, finding, [])
+
+    def _pattern_told(self, end_ns: int) -> bool:
+        return end_ns - self.last_finding_ns < self.config.cooldown_s * 1e9
 
     def _gap_finding(self, window: int, end_ns: int, gap: ExplicitEvent) -> LocalizationEvent:
         finding = StepFinding("telemetry_gap", since_ns=gap.time_ns)
@@ -420,11 +427,11 @@ class JobState:
         error, or through strong evidence once the previous suspect shows no fresh evidence."""
         if root is not None:
             return root.node not in self.last_event_nodes
-        if lead_is_new:  # a straggler found step by step stands on its own evidence
-            return True
         if top is None or top.node in self.last_event_nodes:
             return False
         previous_active = bool(self.last_event_entities & self.fresh)
+        if lead_is_new:  # a straggler found step by step stands on its own evidence...
+            return not previous_active  # ...once the open incident has gone quiet
         return not previous_active and top.score >= 2 * self.config.min_suspect_score
 
     def _suspects(self, root: ExplicitEvent | None) -> list[Suspect]:

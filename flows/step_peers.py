@@ -77,6 +77,7 @@ class StepPeers:
 
     streak_steps: int = 3
     min_excess: float = 0.10  # slower than its peers by at least this much...
+    clear_excess: float = 0.25  # ...and told after streak_steps when this much (else twice)
     z_needed: float = 4.0  # ...and standing out from the job's spread by this many spreads
     min_spread: float = 0.02
     stage_excess: float = 0.15  # a stage this much slower than the others on all its ranks
@@ -136,13 +137,16 @@ class StepPeers:
                 continue
             self.streak[rank] = self.streak.get(rank, 0) + 1
             since = self.since.setdefault(rank, time_ns)
-            if self.streak[rank] >= self.streak_steps and rank not in self.reported:
+            # A marginal slowdown must hold twice as long before it is told: noise and a
+            # neighbour's trouble push a healthy rank 10-20% over for a step or two.
+            needed = self.streak_steps * (1 if r >= 1 + self.clear_excess else 2)
+            if self.streak[rank] >= needed and rank not in self.reported:
                 self.reported.add(rank)
                 findings.append(
                     StepFinding("straggler", rank, float(r), float(zz), self.streak[rank], since)
                 )
         self._remember(ranks, values, stages, ratio)
-        pattern = self._pattern()
+        pattern = self._pattern(members)
         if pattern is not None and pattern[:2] != self.told[:2]:
             self.told = pattern
             findings.append(pattern[2])
@@ -156,9 +160,10 @@ class StepPeers:
         ratios = {r: float(x) for r, x in zip(ranks, ratio.tolist(), strict=True)}
         self.rank_ratios = [*self.rank_ratios, ratios][-2 * self.pattern_steps :]
 
-    def _slowest_rotates(self) -> bool:
-        """Ranks well above their peers in some steps, a different one each time: per-rank
-        data (sequence lengths), not a slow rank, which would be slow step after step."""
+    def _slowest_rotates(self, members: dict[int, RankInfo]) -> bool:
+        """Ranks well above their peers in some steps, a different one each time, on
+        different nodes: per-rank data (sequence lengths). A slow rank would be slow step
+        after step, and a sick node's ranks all sit on that node."""
         recent = self.rank_ratios[-self.pattern_steps :]
         slow = Counter(
             rank
@@ -166,9 +171,12 @@ class StepPeers:
             for rank, ratio in ratios.items()
             if np.isfinite(ratio) and ratio >= 1 + 2 * self.min_excess
         )
-        return len(slow) >= 2 and max(slow.values()) <= len(recent) // 2
+        if len(slow) < 2 or max(slow.values()) > len(recent) // 2:
+            return False
+        nodes = Counter(members[r].node if r in members else "" for r in slow.elements())
+        return len(nodes) >= 2 and max(nodes.values()) <= sum(nodes.values()) // 2
 
-    def _pattern(self) -> tuple[str, int, StepFinding] | None:
+    def _pattern(self, members: dict[int, RankInfo]) -> tuple[str, int, StepFinding] | None:
         """The job's step pattern over its recent steps: one stage slower on all its ranks
         (partitioning), or every rank's compute moving with the data; None when neither."""
         recent = self.stage_levels[-self.pattern_steps :]
@@ -187,7 +195,7 @@ class StepPeers:
                 return ("stage", worst, finding)
         totals = np.array([float(np.median(list(levels.values()))) for levels in recent])
         spread = float(np.std(totals) / np.mean(totals)) if totals.mean() > 0 else 0.0
-        if spread >= self.data_spread or self._slowest_rotates():
+        if spread >= self.data_spread or self._slowest_rotates(members):
             finding = StepFinding("data", ratio=1 + spread, steps=len(recent))
             return ("data", -1, finding)
         return None
