@@ -100,8 +100,9 @@ class JobState:
                     "error",
                     ErrorRecord(
                         "job_step",
-                        "shard window arrived after its window was processed",
-                        f"{part.job} window {part.window} {part.shard}",
+                        "shard_window_late",
+                        f"{part.job} window {part.window} {part.shard}: arrived after the "
+                        "window was processed without it",
                     ),
                 )
             ]

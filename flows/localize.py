@@ -40,8 +40,8 @@ class _ShardLogic(StatefulLogic[WindowBatch, Routed, ShardState]):
                     "error",
                     ErrorRecord(
                         "shard_step",
-                        f"{type(error).__name__}: {error}",
-                        f"{value.shard} window {value.window}",
+                        "internal_error",  # a bug: counted, the window skipped, the flow goes on
+                        f"{type(error).__name__}: {error}; {value.shard} window {value.window}",
                     ),
                 )
             )
@@ -64,8 +64,8 @@ class _JobLogic(StatefulLogic[JobWindow, Routed, JobState]):
                     "error",
                     ErrorRecord(
                         "job_step",
-                        f"{type(error).__name__}: {error}",
-                        f"{value.job} window {value.window}",
+                        "internal_error",
+                        f"{type(error).__name__}: {error}; {value.job} window {value.window}",
                     ),
                 )
             ]

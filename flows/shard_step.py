@@ -82,8 +82,8 @@ class ShardState:
             good, bad = validate_frame(frame)
             frames.append(good)
             out.extend(
-                ("error", ErrorRecord("validate", reason, repr(point)[:200]))
-                for point, reason in bad
+                ("error", ErrorRecord("validate", error.code, f"{error}; {point!r}"[:300]))
+                for point, error in bad
             )
         by_measurement: dict[str, list[Frame]] = {}
         for frame in frames:

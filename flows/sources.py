@@ -7,6 +7,7 @@ epoch (``time_ns // window_ns``) so every source cuts the same windows from the 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import numpy as np
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
 from reflex_localize.flows.messages import ErrorRecord, WindowBatch, shard_of
+from reflex_localize.flows.stream_clock import StampCheck, median_start
 from reflex_localize.schemas.codec import Point, PointError, decode
 from reflex_localize.schemas.frame import Frame, frames_from_points
 from reflex_localize.schemas.line_file import data_lines, line_stamp, raw_tag
@@ -174,6 +176,13 @@ class LineProtocolSource(WindowedSource):
     Lines may be out of order within ``disorder_windows``; a line later than that is counted
     as late in the error stream, not silently merged into a closed window.
 
+    The window clock follows the stream, not any one line (:mod:`flows.stream_clock`): it
+    starts at the median of the first stamps; a stamp ahead of the wall clock or long before
+    the stream is refused, named as a unit mistake where it is one; a line more than
+    ``disorder_windows + 1`` windows ahead of the clock is held until ``jump_quorum`` lines
+    agree (a real gap in the capture) or the stream goes on without it (an outlier, refused).
+    Identical points (same series, same stamp) are counted as duplicates and kept once.
+
     Decoding is what costs, so each shard decodes only its own lines: a plain line's node is
     read off its tags without decoding (:func:`line_owner`), and the line is skipped by the
     other shards. Lines whose node cannot be read that way (escapes, no node tag) are decoded
@@ -182,77 +191,164 @@ class LineProtocolSource(WindowedSource):
     """
 
     errors_per_shard = True
+    start_lines = 64  # stamps whose median starts the clock
+    jump_quorum = 32  # held lines that confirm a jump of the stream
 
     def __init__(
-        self, path: Path, n_shards: int = 1, window_seconds: float = 10.0, disorder_windows: int = 2
+        self,
+        path: Path,
+        n_shards: int = 1,
+        window_seconds: float = 10.0,
+        disorder_windows: int = 2,
+        now_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self.path, self.n_shards = Path(path), n_shards
         self.window_ns, self.disorder = int(window_seconds * 1e9), disorder_windows
+        self.now_ns = now_ns
 
     def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
         return self._shard_windows(-1)
 
-    def _shard_windows(self, index: int) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
-        """Shard ``index``'s windows; -1 decodes every line (one shard for all).
-
-        The window clock advances with every line's timestamp, decoded or not and whoever
-        owns it, so that every shard count yields the same windows in the same order. (So a
-        garbled line with a timestamp far ahead closes windows just as a good one would.)
-        """
-        pending: dict[int, list[Point]] = {}
-        errors: list[ErrorRecord] = []
-        closed = newest = -1
-        owners: dict[str, int] = {}
-
-        def advance(window: int) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
-            nonlocal closed, newest, errors
-            if window > closed:
-                pending.setdefault(window, [])
-            if window > newest:
-                newest = window
-                for ready in sorted(w for w in pending if w < newest - self.disorder):
-                    closed = ready
-                    yield ready, frames_from_points(pending.pop(ready)), errors
-                    errors = []
-
-        for number, line in data_lines(self.path):
+    def _first_stamps(self) -> list[int]:
+        stamps = []
+        for _, line in data_lines(self.path):
             stamp = line_stamp(line)
             if stamp is not None:
-                yield from advance(stamp // self.window_ns)
-            owner = -1
-            if index >= 0 and self.n_shards > 1:
-                owner = line_owner(line, self.n_shards, owners)
-            if owner >= 0 and owner != index:
-                continue  # another shard's line: only its time was needed
-            counted = owner >= 0 or index <= 0  # a shared line's rejects go to shard 0
-            try:
-                point = decode(line)
-            except Exception as error:
-                if counted:
-                    reason = error.reason if isinstance(error, PointError) else "unparseable"
-                    detail = f"line {number}: {error}"[:300]
-                    errors.append(ErrorRecord("source", reason, detail))
-                continue
-            if point.time_ns != stamp:
-                # int() also takes "+5", "1_0" or non-ASCII digits; the other shards went by
-                # the plain digits (line_stamp), so a point stamped otherwise cannot be placed
-                # the same way in every shard.
-                if counted:
-                    bad = "timestamp not in plain decimal nanoseconds"
-                    errors.append(ErrorRecord("source", bad, f"line {number}"))
-                continue
-            window = point.time_ns // self.window_ns
-            if window <= closed:
-                if counted:
-                    late = "late point beyond the disorder allowance"
-                    errors.append(ErrorRecord("source", late, f"line {number}"))
-                continue
-            pending.setdefault(window, []).append(point)
-        for window in sorted(pending):
-            yield window, frames_from_points(pending.pop(window)), errors
-            errors = []
-        if errors:
-            yield closed + 1, [], errors
+                stamps.append(stamp)
+                if len(stamps) >= self.start_lines:
+                    break
+        return stamps
+
+    def _shard_windows(self, index: int) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        """Shard ``index``'s windows; -1 decodes every line (one shard for all)."""
+        start = median_start(self._first_stamps())
+        check = StampCheck(start, self.now_ns()) if start is not None else None
+        replay = _Replay(self, index)
+        if start is not None:
+            replay.newest = start // self.window_ns
+        held: list[tuple[int, str, int]] = []  # far-ahead lines waiting for the stream
+        since_held = 0  # lines within the clock read since the first held one
+        for number, line in data_lines(self.path):
+            stamp = line_stamp(line)
+            if stamp is not None and check is not None:
+                refused = check.refusal(stamp)
+                if refused is not None:
+                    replay.refuse(number, line, *refused)
+                    continue
+                if stamp // self.window_ns > replay.newest + self.disorder + 1:
+                    held.append((number, line, stamp))
+                    if len(held) >= self.jump_quorum:  # the stream jumped: follow it
+                        yield from replay.take_all(held)
+                        held, since_held = [], 0
+                    continue
+                if held:
+                    since_held += 1
+                    if since_held > 2 * self.jump_quorum:  # the stream went on without them
+                        replay.refuse_ahead(held)
+                        held, since_held = [], 0
+            yield from replay.take(number, line, stamp)
+        if held and since_held == 0:
+            yield from replay.take_all(held)  # the stream ended after a jump: follow it
+        elif held:
+            replay.refuse_ahead(held)
+        yield from replay.finish()
+
+
+class _Replay:
+    """One shard's pass over a line-protocol file: its window clock, pending windows, the
+    points it has seen (for duplicates) and its rejects."""
+
+    def __init__(self, source: LineProtocolSource, index: int) -> None:
+        self.source, self.index = source, index
+        self.window_ns, self.disorder = source.window_ns, source.disorder
+        self.pending: dict[int, list[Point]] = {}
+        # window -> (series text, field names, stamp) of the points taken: a line that repeats
+        # one is a duplicate (a line that adds other fields to the series is not)
+        self.seen: dict[int, set[tuple[str, tuple[str, ...], int]]] = {}
+        self.errors: list[ErrorRecord] = []
+        self.closed = self.newest = -1
+        self.owners: dict[str, int] = {}
+
+    def _counted(self, line: str) -> tuple[int, bool]:
+        """The line's owning shard (-1: shared) and whether this shard counts its rejects."""
+        owner = -1
+        if self.index >= 0 and self.source.n_shards > 1:
+            owner = line_owner(line, self.source.n_shards, self.owners)
+        return owner, (owner == self.index) or (owner < 0 and self.index <= 0)
+
+    def reject(self, code: str, detail: str) -> None:
+        self.errors.append(ErrorRecord("source", code, detail[:300]))
+
+    def refuse(self, number: int, line: str, code: str, detail: str) -> None:
+        if self._counted(line)[1]:
+            self.reject(code, f"line {number}: {detail}")
+
+    def refuse_ahead(self, held: list[tuple[int, str, int]]) -> None:
+        for number, line, stamp in held:
+            ahead = (stamp - (self.newest + 1) * self.window_ns) / 1e9
+            detail = f"{stamp} is {ahead:,.0f} s ahead of the stream, which did not follow it"
+            self.refuse(number, line, "timestamp_ahead_of_stream", detail)
+
+    def advance(self, window: int) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        if window > self.closed:
+            self.pending.setdefault(window, [])
+        if window > self.newest:
+            self.newest = window
+            for ready in sorted(w for w in self.pending if w < self.newest - self.disorder):
+                self.closed = ready
+                self.seen.pop(ready, None)
+                yield ready, frames_from_points(self.pending.pop(ready)), self.errors
+                self.errors = []
+
+    def take_all(
+        self, held: list[tuple[int, str, int]]
+    ) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        for number, line, stamp in held:
+            yield from self.take(number, line, stamp)
+
+    def take(
+        self, number: int, line: str, stamp: int | None
+    ) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        if stamp is not None:
+            yield from self.advance(stamp // self.window_ns)
+        owner, counted = self._counted(line)
+        if owner >= 0 and owner != self.index:
+            return  # another shard's line: only its time was needed
+        try:
+            point = decode(line)
+        except Exception as error:
+            if counted:
+                code = error.code if isinstance(error, PointError) else "unparseable"
+                self.reject(code, f"line {number}: {error}")
+            return
+        if point.time_ns != stamp:
+            # int() also takes "+5", "1_0" or non-ASCII digits; the other shards went by the
+            # plain digits (line_stamp), so a point stamped otherwise cannot be placed the
+            # same way in every shard.
+            if counted:
+                self.reject("timestamp_not_plain_ns", f"line {number}: {line.rsplit(' ', 1)[-1]}")
+            return
+        window = point.time_ns // self.window_ns
+        if window <= self.closed:
+            if counted:
+                late = (self.closed + 1) * self.window_ns - point.time_ns
+                self.reject("late", f"line {number}: {late / 1e9:,.1f} s behind the closed windows")
+            return
+        series = (line.partition(" ")[0], tuple(point.fields), point.time_ns)
+        seen = self.seen.setdefault(window, set())
+        if series in seen:
+            if counted:
+                self.reject("duplicate_point", f"line {number}: {series[0][:200]} at {stamp}")
+            return
+        seen.add(series)
+        self.pending.setdefault(window, []).append(point)
+
+    def finish(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        for window in sorted(self.pending):
+            yield window, frames_from_points(self.pending.pop(window)), self.errors
+            self.errors = []
+        if self.errors:
+            yield self.closed + 1, [], self.errors
 
 
 def line_owner(line: str, n_shards: int, owners: dict[str, int]) -> int:

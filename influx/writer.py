@@ -192,8 +192,8 @@ class Writer:
             self._check_open()
             for frame in frames:
                 good, bad = validate_frame(frame, self._schema)
-                for _, reason in bad:
-                    self._reject(reason)
+                for _, error in bad:
+                    self._reject(str(error))
                 try:
                     lines = encode_frame(good)
                 except PointError:

@@ -33,12 +33,16 @@ _UNWRITABLE_BACKSLASH = re.compile(r"\\([ ,=]|$)")
 
 
 class PointError(ValueError):
-    """A point breaks the contract. ``measurement`` and ``field`` say where."""
+    """A point breaks the contract. ``measurement`` and ``field`` say where; ``code`` is a
+    fixed name for the kind of break, so that rejects can be totalled (the reason quotes the
+    bad value, and there are as many reasons as bad values)."""
 
-    def __init__(self, reason: str, measurement: str = "", field: str = "") -> None:
+    def __init__(
+        self, reason: str, measurement: str = "", field: str = "", *, code: str = "invalid_point"
+    ) -> None:
         where = ".".join(part for part in (measurement, field) if part)
         super().__init__(f"{where}: {reason}" if where else reason)
-        self.reason, self.measurement, self.field = reason, measurement, field
+        self.reason, self.measurement, self.field, self.code = reason, measurement, field, code
 
 
 @dataclass(frozen=True)
@@ -54,35 +58,39 @@ def validate(point: Point, schema: Schema | None = None) -> Point:
     schema = schema or load_schema()
     name = point.measurement
     if name not in schema.measurements:
-        raise PointError("undeclared measurement", name)
+        raise PointError("undeclared measurement", name, code="undeclared_measurement")
     spec = schema.measurements[name]
     for tag in spec.tags:
         checked_tag_value(point.tags.get(tag), name, tag)
     for tag in point.tags:
         if tag not in spec.tags:
-            raise PointError("undeclared tag", name, tag)
+            raise PointError("undeclared tag", name, tag, code="undeclared_tag")
     if not point.fields:
-        raise PointError("a point needs at least one field", name)
+        raise PointError("a point needs at least one field", name, code="no_fields")
     fields: dict[str, FieldValue] = {}
     for key, field_value in point.fields.items():
         declared = spec.fields.get(key)
         if declared is None:
-            raise PointError("undeclared field", name, key)
+            raise PointError("undeclared field", name, key, code="undeclared_field")
         fields[key] = checked_value(field_value, declared.type, name, key)
     time_ns = point.time_ns
     if not isinstance(time_ns, int) or isinstance(time_ns, bool) or not 0 <= time_ns <= MAX_TIME_NS:
-        raise PointError(f"timestamp {time_ns!r} is not an int of ns in [0, {MAX_TIME_NS}]", name)
+        raise PointError(
+            f"timestamp {time_ns!r} is not an int of ns in [0, {MAX_TIME_NS}]", name,
+            code="bad_timestamp",
+        )  # fmt: skip
     return Point(name, dict(point.tags), fields, point.time_ns)
 
 
 def checked_tag_value(value: object, measurement: str, tag: str) -> str:
     """Returns ``value`` if line protocol can carry it as a tag value; raises PointError."""
     if not isinstance(value, str) or not value:
-        raise PointError("missing or empty tag", measurement, tag)
+        raise PointError("missing or empty tag", measurement, tag, code="missing_tag")
     if "\n" in value or "\r" in value or _UNWRITABLE_BACKSLASH.search(value):
         raise PointError(
-            f"tag value {value!r} cannot be written in line protocol", measurement, tag
-        )
+            f"tag value {value!r} cannot be written in line protocol", measurement, tag,
+            code="unwritable_tag",
+        )  # fmt: skip
     return value
 
 
@@ -90,24 +98,39 @@ def checked_value(value: object, declared: str, measurement: str, key: str) -> F
     """Returns a field value of the ``declared`` type (ints made floats); raises PointError."""
     if declared == "float":
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise PointError(f"expected float, got {type(value).__name__}", measurement, key)
+            raise PointError(
+                f"expected float, got {type(value).__name__}", measurement, key, code="wrong_type"
+            )
         if not math.isfinite(value):
-            raise PointError(f"{value!r} is not finite (InfluxDB would drop it)", measurement, key)
+            raise PointError(
+                f"{value!r} is not finite (InfluxDB would drop it)", measurement, key,
+                code="not_finite",
+            )  # fmt: skip
         return float(value)
     if declared == "int":
         if isinstance(value, bool) or not isinstance(value, int):
-            raise PointError(f"expected int, got {type(value).__name__}", measurement, key)
+            raise PointError(
+                f"expected int, got {type(value).__name__}", measurement, key, code="wrong_type"
+            )
         if not -(2**63) <= value < 2**63:
-            raise PointError(f"{value} does not fit a signed 64-bit int", measurement, key)
+            raise PointError(
+                f"{value} does not fit a signed 64-bit int", measurement, key, code="int_overflow"
+            )
         return value
     if declared == "bool":
         if not isinstance(value, bool):
-            raise PointError(f"expected bool, got {type(value).__name__}", measurement, key)
+            raise PointError(
+                f"expected bool, got {type(value).__name__}", measurement, key, code="wrong_type"
+            )
         return value
     if not isinstance(value, str):
-        raise PointError(f"expected string, got {type(value).__name__}", measurement, key)
+        raise PointError(
+            f"expected string, got {type(value).__name__}", measurement, key, code="wrong_type"
+        )
     if "\n" in value or "\r" in value:
-        raise PointError("string values cannot hold line breaks", measurement, key)
+        raise PointError(
+            "string values cannot hold line breaks", measurement, key, code="string_line_break"
+        )
     return value
 
 
@@ -206,7 +229,7 @@ def _split_escaped(
             current.append(char)
         index += 1
     if quoted:
-        raise PointError("unterminated string value")
+        raise PointError("unterminated string value", code="unterminated_string")
     parts.append("".join(current))
     return parts
 
@@ -238,7 +261,7 @@ def _unescape_string(text: str) -> str:
 def _parse_value(raw: str, key: str) -> FieldValue:
     if raw.startswith('"'):
         if len(raw) < 2 or not raw.endswith('"'):
-            raise PointError(f"bad string value {raw!r}", field=key)
+            raise PointError(f"bad string value {raw!r}", field=key, code="bad_value")
         return _unescape_string(raw[1:-1])
     if raw in ("t", "T", "true", "True", "TRUE"):
         return True
@@ -251,7 +274,7 @@ def _parse_value(raw: str, key: str) -> FieldValue:
             return int(raw[:-1])
         return float(raw)
     except ValueError:
-        raise PointError(f"bad value {raw!r}", field=key) from None
+        raise PointError(f"bad value {raw!r}", field=key, code="bad_value") from None
 
 
 def _parse_pairs(section: str, *, values: bool) -> dict:
@@ -262,11 +285,11 @@ def _parse_pairs(section: str, *, values: bool) -> dict:
     for pair in pairs:
         kv = pair.split("=", 1) if plain else _split_escaped(pair, "=", quotes=values, limit=1)
         if len(kv) != 2 or not kv[0]:
-            raise PointError(f"bad key=value {pair!r}")
+            raise PointError(f"bad key=value {pair!r}", code="bad_key_value")
         key = _unescape_key(kv[0])
         if not values and key in out:
             # InfluxDB refuses the whole line ("duplicate tags"); a repeated field is kept last.
-            raise PointError(f"duplicate tag {key!r}")
+            raise PointError(f"duplicate tag {key!r}", code="duplicate_tag")
         out[key] = _parse_value(kv[1], key) if values else _unescape_key(kv[1])
     return out
 
@@ -275,7 +298,7 @@ def decode(line: str, schema: Schema | None = None) -> Point:
     """Parses one line of line protocol into a validated Point; raises PointError."""
     line = line.rstrip("\n")
     if not line or line.isspace():
-        raise PointError("empty line")
+        raise PointError("empty line", code="empty_line")
     if "\\" not in line and '"' not in line:
         sections = line.split(" ")  # fast path: nothing escaped or quoted
     else:
@@ -286,7 +309,10 @@ def decode(line: str, schema: Schema | None = None) -> Point:
         if len(head_and_rest) > 1:
             sections += _split_escaped(head_and_rest[1], " ", quotes=True)
     if len(sections) not in (2, 3):
-        raise PointError(f"expected 'measurement,tags fields [time]', got {len(sections)} sections")
+        raise PointError(
+            f"expected 'measurement,tags fields [time]', got {len(sections)} sections",
+            code="bad_sections",
+        )
     head = (
         sections[0].split(",", 1)
         if "\\" not in sections[0]
@@ -297,16 +323,19 @@ def decode(line: str, schema: Schema | None = None) -> Point:
         tags = _parse_pairs(head[1], values=False) if len(head) > 1 else {}
         fields = _parse_pairs(sections[1], values=True)
     except PointError as error:
-        raise PointError(error.reason, measurement, error.field) from None
+        raise PointError(error.reason, measurement, error.field, code=error.code) from None
     if len(sections) == 3:
         try:
             time_ns = int(sections[2])
         except ValueError:
-            raise PointError(f"bad timestamp {sections[2]!r}", measurement) from None
+            raise PointError(
+                f"bad timestamp {sections[2]!r}", measurement, code="bad_timestamp"
+            ) from None
     else:
         raise PointError(
-            "a timestamp is required (Reflex never relies on server time)", measurement
-        )
+            "a timestamp is required (Reflex never relies on server time)", measurement,
+            code="no_timestamp",
+        )  # fmt: skip
     return validate(_coerce(Point(measurement, tags, fields, time_ns), schema), schema)
 
 
@@ -360,7 +389,9 @@ def decode_lines(
             report.reject(number, error)
             continue
         except Exception as error:
-            report.reject(number, PointError(f"unparseable: {type(error).__name__}"))
+            report.reject(
+                number, PointError(f"unparseable: {type(error).__name__}", code="unparseable")
+            )
             continue
         report.accepted += 1
         yield point

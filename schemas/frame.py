@@ -99,30 +99,30 @@ def _dtype(kind: str) -> type:
 
 def validate_frame(
     frame: Frame, schema: Schema | None = None
-) -> tuple[Frame, list[tuple[Point | None, str]]]:
+) -> tuple[Frame, list[tuple[Point | None, PointError]]]:
     """Returns the rows that obey the schema, and each rejected row with its reason."""
     schema = schema or load_schema()
     try:
         spec = schema.measurement(frame.measurement)
     except KeyError:
-        return frame.take(np.zeros(len(frame), dtype=bool)), [
-            (None, f"{frame.measurement}: undeclared measurement")
-        ] * len(frame)
+        undeclared = PointError(
+            "undeclared measurement", frame.measurement, code="undeclared_measurement"
+        )
+        return frame.take(np.zeros(len(frame), dtype=bool)), [(None, undeclared)] * len(frame)
     problem = _column_problem(frame, schema)
-    if problem:
+    if problem is not None:
         return frame.take(np.zeros(len(frame), dtype=bool)), [(None, problem)] * len(frame)
     bad = np.zeros(len(frame), dtype=bool)
-    reasons: dict[int, str] = {}
+    reasons: dict[int, PointError] = {}
     for name, column in frame.fields.items():
         if spec.fields[name].type == "float":
             broken = ~np.isfinite(column)
             for row in np.flatnonzero(broken & ~bad):
-                reasons[int(row)] = str(
-                    PointError(
-                        f"{float(column[row])!r} is not finite (InfluxDB would drop it)",
-                        frame.measurement,
-                        name,
-                    )
+                reasons[int(row)] = PointError(
+                    f"{float(column[row])!r} is not finite (InfluxDB would drop it)",
+                    frame.measurement,
+                    name,
+                    code="not_finite",
                 )
             bad |= broken
     for name, column in frame.tags.items():
@@ -138,7 +138,7 @@ def validate_frame(
     ]
 
 
-def _bad_tag_rows(column: np.ndarray, measurement: str, tag: str) -> dict[int, str]:
+def _bad_tag_rows(column: np.ndarray, measurement: str, tag: str) -> dict[int, PointError]:
     """Rows whose tag value the codec would refuse (missing, empty, a line break, a backslash
     line protocol cannot carry), with the codec's reason. Tags repeat a lot, so the distinct
     values are checked (a set is built at C speed) and rows looked up only if needed."""
@@ -156,37 +156,33 @@ def _bad_tag_rows(column: np.ndarray, measurement: str, tag: str) -> dict[int, s
     return {row: why[v] for row, v in enumerate(values) if v in why}
 
 
-def _tag_problem(value: object, measurement: str, tag: str) -> str | None:
+def _tag_problem(value: object, measurement: str, tag: str) -> PointError | None:
     try:
         checked_tag_value(value, measurement, tag)
     except PointError as error:
-        return str(error)
+        return error
     return None
 
 
-def _column_problem(frame: Frame, schema: Schema) -> str:
+def _column_problem(frame: Frame, schema: Schema) -> PointError | None:
     spec = schema.measurement(frame.measurement)
+    m = frame.measurement
     for name in spec.tags:
         if name not in frame.tags:
-            return str(PointError("missing or empty tag", frame.measurement, name))
+            return PointError("missing or empty tag", m, name, code="missing_tag")
     for name in frame.tags:
         if name not in spec.tags:
-            return str(PointError("undeclared tag", frame.measurement, name))
+            return PointError("undeclared tag", m, name, code="undeclared_tag")
     if not frame.fields:
-        return str(PointError("a point needs at least one field", frame.measurement))
+        return PointError("a point needs at least one field", m, code="no_fields")
     for name, column in frame.fields.items():
         declared = spec.fields.get(name)
         if declared is None:
-            return str(PointError("undeclared field", frame.measurement, name))
+            return PointError("undeclared field", m, name, code="undeclared_field")
         if column.dtype.kind != _NUMPY_KIND[declared.type]:
-            return str(
-                PointError(
-                    f"expected {declared.type} column, got dtype {column.dtype}",
-                    frame.measurement,
-                    name,
-                )
-            )
-    return ""
+            wrong = f"expected {declared.type} column, got dtype {column.dtype}"
+            return PointError(wrong, m, name, code="wrong_type")
+    return None
 
 
 def validate_points(
