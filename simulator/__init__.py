@@ -15,6 +15,8 @@ from reflex_localize.simulator.cluster import ClusterSpec, JobSpec, NodeSpec
 from reflex_localize.simulator.faults import FaultLabel, fault_types
 from reflex_localize.simulator.scenario import (
     Scenario,
+    family_names,
+    family_scenarios,
     load_scenario,
     scale_scenario,
     scenario_names,
@@ -28,6 +30,8 @@ __all__ = [
     "NodeSpec",
     "Scenario",
     "Simulation",
+    "family_names",
+    "family_scenarios",
     "fault_types",
     "load_scenario",
     "scale_scenario",

@@ -149,12 +149,17 @@ def _resolve(config: FaultConfig, ctx: Context) -> Where:
     if not 0 <= node < len(cluster.nodes):
         raise ValueError(f"fault {config.type}: node {config.node} is not in the cluster")
     gpus = cluster.gpus_per_node
-    end = ctx.duration_s if config.duration_s is None else config.onset_s + config.duration_s
     job = (
         next(j for j in cluster.jobs if j.name == config.job)
         if config.job is not None
         else cluster.job_of_node(node)
     )
+    onset = config.onset_s
+    if config.from_job_start:
+        if job is None:
+            raise ValueError(f"fault {config.type}: from_job_start, but no job runs on the node")
+        onset += job.start_s
+    end = ctx.duration_s if config.duration_s is None else onset + config.duration_s
     gpu = config.gpu if config.type not in PORT_FAULTS else config.port
     return Where(
         node=node,
@@ -164,7 +169,7 @@ def _resolve(config: FaultConfig, ctx: Context) -> Where:
         port_global=node * gpus + config.port % gpus,
         hca=cluster.nodes[node].hcas[config.port % gpus],
         job=job,
-        onset_s=config.onset_s,
+        onset_s=onset,
         end_s=min(end, ctx.duration_s),
         params=config.params,
     )
@@ -398,10 +403,11 @@ def _power_brake(where: Where, ctx: Context, out: FaultOutput) -> None:
 
 @fault("fail_slow_gpu", "implicit", "gpu")
 def _fail_slow(where: Where, ctx: Context, out: FaultOutput) -> None:
-    # Clock stuck low with no throttle reason: nothing logs it, only the numbers show it.
+    # Clock stuck low with no throttle reason: nothing logs it, only the numbers show it. A
+    # scenario may set the compute slowdown itself when it models a reported step time.
     clock = where.p("clock", 0.6)
     _persist(out, "gpu", _one(where.gpu_global), where, clock=clock, power=0.75,
-             compute=clock**-0.9)  # fmt: skip
+             compute=where.p("compute", clock**-0.9))  # fmt: skip
 
 
 # ---- host -------------------------------------------------------------------------------------

@@ -216,7 +216,8 @@ class JobRuntime:
     # ---- membership -----------------------------------------------------------------------
 
     def membership(self, first_s: int, seconds: int) -> list[Frame]:
-        """Rows at job start and every minute while alive, and a final inactive set."""
+        """Rows at job start and every minute while alive, and a final inactive set; without
+        the fields the job's hook does not know (``membership_omits``)."""
         end_s = first_s + seconds
         frames = []
         while self.next_membership_s < min(end_s, self.gone_s):
@@ -239,6 +240,8 @@ class JobRuntime:
             "profile": self.profiles,
             "active": np.full(n, active, dtype=bool),
         }
+        for name in job.config.membership_omits:
+            del fields[name]
         times = np.full(n, _ns(self.start_ns, np.float64(at_s)), np.int64)
         return Frame("job_membership", times, dict(self.tags), fields)
 

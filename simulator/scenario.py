@@ -2,7 +2,8 @@
 
 Scenarios live in ``scenarios/`` beside this file and are loaded by name, or from any path.
 ``scale_scenario`` resizes one to a GPU count (``reflex simulate --scale``) while keeping its
-faults attached to the same jobs.
+faults attached to the same jobs. Evaluation families (``scenarios/families/<family>/``, see
+the README there) are scenario files shaped like real jobs, kept out of the library.
 
 >>> scenario = load_scenario("demo")
 >>> scenario.nodes, scenario.gpus_per_node, [job.name for job in scenario.jobs]
@@ -22,6 +23,7 @@ from typing import Any
 from reflex_localize.schemas.hardware_profiles import load_profiles
 
 LIBRARY = Path(__file__).parent / "scenarios"
+FAMILIES = LIBRARY / "families"
 DEFAULT_START_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z: fixed, so runs repeat
 
 
@@ -66,6 +68,9 @@ class JobConfig:
     checkpoint_every_s: float = 300.0
     checkpoint_s: float = 12.0
     nccl_timeout_s: float = 30.0
+    # job_membership fields the training hook does not know and leaves out ("gpu", "profile"):
+    # a hook that is not told its device index or the hardware model simply omits them.
+    membership_omits: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,9 @@ class FaultConfig:
     gpu: int = 0
     port: int = 0
     duration_s: float | None = None
+    # onset_s counts from the start of the fault's job, not of the simulation: with onset_s = 0
+    # the part is bad from the job's first step (a bad node handed to the job at launch).
+    from_job_start: bool = False
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -100,6 +108,10 @@ class Scenario:
     mixture_faults: int = 0  # > 0: draw this many faults from the published failure mix
     cluster_name: str = "sim"
     start_ns: int = DEFAULT_START_NS
+    # Nodes where the node agent (gpu, host, nic collectors, kernel and NVML events) is not
+    # running, ("all",) for a cluster with the training hook only; the hook's train_step,
+    # job_membership and training events still come from every node.
+    agent_down: tuple[str, ...] = ()
 
 
 class ScenarioError(ValueError):
@@ -109,6 +121,23 @@ class ScenarioError(ValueError):
 def scenario_names() -> list[str]:
     """Names of the scenarios in the library."""
     return sorted(path.stem for path in LIBRARY.glob("*.toml"))
+
+
+def family_names() -> list[str]:
+    """Names of the evaluation families (folders of ``scenarios/families``).
+
+    >>> family_names()
+    ['launch_straggler', 'partial_deployment', 'small_group', 'static_imbalance']
+    """
+    return sorted(path.name for path in FAMILIES.iterdir() if any(path.glob("*.toml")))
+
+
+def family_scenarios(family: str) -> list[Path]:
+    """The scenario files of one family; ``launch-straggler`` and ``launch_straggler`` alike."""
+    folder = FAMILIES / family.replace("-", "_")
+    if not folder.is_dir():
+        raise KeyError(f"no scenario family {family!r}; known: {', '.join(family_names())}")
+    return sorted(folder.glob("*.toml"))
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
@@ -144,7 +173,7 @@ def _parse_scenario(raw: dict[str, Any], default_name: str) -> Scenario:
         raise ValueError(f"unknown hardware profiles {sorted(unknown)}")
     if sum(profiles.values()) != nodes:
         raise ValueError(f"profile node counts sum to {sum(profiles.values())}, not {nodes}")
-    jobs = tuple(JobConfig(**entry) for entry in raw.get("job", []))
+    jobs = tuple(_job(entry) for entry in raw.get("job", []))
     faults = tuple(_fault(entry) for entry in raw.get("fault", []))
     scenario = Scenario(
         name=str(raw.get("name", default_name)),
@@ -161,9 +190,29 @@ def _parse_scenario(raw: dict[str, Any], default_name: str) -> Scenario:
         mixture_faults=int(raw.get("mixture", {}).get("faults", 0)),
         cluster_name=str(cluster.get("name", "sim")),
         start_ns=int(raw.get("start_ns", DEFAULT_START_NS)),
+        agent_down=_agent_down(raw.get("telemetry", {})),
     )
     _check_jobs_fit(scenario)
     return scenario
+
+
+MEMBERSHIP_OPTIONAL = {"gpu", "profile"}  # what a real training hook may not know
+
+
+def _agent_down(telemetry: dict[str, Any]) -> tuple[str, ...]:
+    if set(telemetry) - {"agent_down"}:
+        raise ValueError(f"[telemetry] knows only agent_down, not {sorted(set(telemetry))}")
+    nodes = telemetry.get("agent_down", [])
+    if not isinstance(nodes, list):
+        raise ValueError('agent_down is a list of node names, or ["all"]')
+    return tuple(str(node) for node in nodes)
+
+
+def _job(entry: dict[str, Any]) -> JobConfig:
+    omits = tuple(str(name) for name in entry.get("membership_omits", ()))
+    if set(omits) - MEMBERSHIP_OPTIONAL:
+        raise ValueError(f"membership_omits may name only {sorted(MEMBERSHIP_OPTIONAL)}")
+    return JobConfig(**{**entry, "membership_omits": omits})
 
 
 def _fault(entry: dict[str, Any]) -> FaultConfig:

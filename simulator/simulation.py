@@ -30,6 +30,7 @@ from reflex_localize.simulator.background import (
 )
 from reflex_localize.simulator.cascade import JobIncident
 from reflex_localize.simulator.cluster import ClusterSpec, build_cluster
+from reflex_localize.simulator.deployment import AgentCoverage
 from reflex_localize.simulator.effects import Episode, EpisodeIndex, block_state
 from reflex_localize.simulator.events import EventLog, EventRecord, event_frames
 from reflex_localize.simulator.faults import Context, FaultLabel, build_fault
@@ -91,6 +92,7 @@ class Simulation:
             )
             for job in self.cluster.jobs
         ]
+        self.coverage = AgentCoverage(self.cluster, scenario.agent_down)
         self.gpus = GpuTelemetry(self.cluster, seed)
         self.network = NetworkTelemetry(self.cluster, seed)
         self.host = HostTelemetry(self.cluster)
@@ -143,7 +145,7 @@ class Simulation:
         start_ns = self.start_ns + first_s * 1_000_000_000
         telemetry += event_frames(self.events.between(start_ns, end_ns), self.cluster.name,
                                   start_ns, end_ns)  # fmt: skip
-        return [f for f in telemetry + frames if len(f)]
+        return [f for f in self.coverage.visible(telemetry + frames) if len(f)]
 
     def write_truth(self, path: str | Path) -> None:
         """The label file: the scenario, the seed, the quirks (not faults) and each fault."""
