@@ -11,8 +11,8 @@ reason each instead of dropping them.
 >>> f = Frame("host", np.array([1, 2], dtype=np.int64), tags,
 ...           {"load1": np.array([0.5, np.nan])})
 >>> good, bad = validate_frame(f)
->>> len(good), [reason for _, reason in bad]
-(1, ['host.load1: nan is not finite (InfluxDB would drop it)'])
+>>> len(good), [(error.code, str(error)) for _, error in bad]
+(1, [('not_finite', 'host.load1: nan is not finite (InfluxDB would drop it)')])
 """
 
 from __future__ import annotations
