@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from reflex_localize.flows.detectors import CompoundScore
 from reflex_localize.flows.events import Evidence, LocalizationEvent, Suspect
+from reflex_localize.flows.exit_messages import hardware_hint
 from reflex_localize.flows.explain import describe, describe_finding, stage_pattern
 from reflex_localize.flows.job_evidence import EvidenceBook, place_stragglers, rank_entity
 from reflex_localize.flows.liveness import LivenessTracker
-from reflex_localize.flows.messages import ErrorRecord, ExplicitEvent, JobWindow, RankInfo, shard_of
+from reflex_localize.flows.messages import (
+    ErrorRecord,
+    ExplicitEvent,
+    JobWindow,
+    RankInfo,
+    infer_gpus,
+    shard_of,
+)
 from reflex_localize.flows.signals import SIGNAL_NAMES, STEP_SIGNAL
 from reflex_localize.flows.step_peers import StepFinding, StepPeers
 from reflex_localize.flows.thresholds import threshold_events
@@ -110,6 +118,7 @@ class JobState:
         self.n_shards = part.n_shards
         for info in part.members:
             self.members[info.rank] = info
+        self.members = infer_gpus(self.members)
         self.world_size = max(self.world_size, part.world_size)
         out: list[tuple[str, object]] = []
         while self.pending:
@@ -292,7 +301,8 @@ class JobState:
         )
         alive = any(p.alive_nodes for p in parts)
         max_step = int(steps.max()) if len(steps) else self.hang.last_step
-        hung = self.hang.update(max_step, alive, end_ns)
+        typical = float(np.nanmedian(step_times)) if np.isfinite(step_times).any() else 0.0
+        hung = self.hang.update(max_step, alive, end_ns, typical)
         self._learn_stages(parts, regressed)
         if hardware:
             return self._emit(window, end_ns, "explicit", hardware[0])
@@ -304,7 +314,7 @@ class JobState:
             return None
         if self.cascade_waiting >= 0 and window > self.cascade_waiting:
             self.cascade_waiting = -1
-            return self._emit(window, end_ns, "explicit", None)
+            return self._emit(window, end_ns, "explicit", self._exit_root())
         if hung:
             return self._emit(window, end_ns, "hang", None)
         if regressed:
@@ -364,6 +374,26 @@ class JobState:
         self.regression.reset()
         return event
 
+    def _exit_root(self) -> ExplicitEvent | None:
+        """The first rank to exit, when its message points at its GPU and nothing else
+        explains the crash (no hardware error before it: see :mod:`flows.exit_messages`)."""
+        exits = [e for e in self.recent_events if e.kind == "process_exit"]
+        first = min(exits, key=lambda e: e.time_ns, default=None)
+        if first is None or first.rank not in self.members:
+            return None
+        hint = hardware_hint(first.meaning)
+        if hint is None:
+            return None
+        gpu = self.members[first.rank].gpu
+        return replace(
+            first,
+            component="gpu",
+            index=str(gpu),
+            severity="warning",
+            meaning=f"rank {first.rank} exited with '{hint}', a device error",
+            action="drain node; reset the GPU; read the node's kernel log for XIDs",
+        )
+
     def _emit_straggler(
         self, window: int, end_ns: int, found: list[StepFinding]
     ) -> LocalizationEvent | None:
@@ -386,7 +416,7 @@ class JobState:
             component,
             index,
             round(self.compound.get(entity), 3),
-            [evidence, *self.book.notes(entity)[:5]],
+            [evidence, *[e for e in self.book.notes(entity) if e.signal != STEP_SIGNAL][:5]],
         )
         if end_ns - self.last_event_ns < self.config.cooldown_s * 1e9 and not self._new_incident(
             None, lead, lead_is_new=node not in self.last_event_nodes
@@ -395,7 +425,7 @@ class JobState:
         others = [s for s in self._suspects(None) if s.entity != entity]
         event = describe_finding(
             self.job, self.config.cluster, window, end_ns, "straggler", by_rank[lead_rank.rank],
-            [lead, *others], rank_label=rank_entity(self.members[lead_rank.rank]),
+            [lead, *others], rank_label=_rank_label(self.members[lead_rank.rank]),
         )  # fmt: skip
         self.last_event_ns = end_ns
         self.last_event_nodes = {node}
@@ -460,3 +490,8 @@ class JobState:
             )
             suspects.insert(0, root_suspect)
         return suspects
+
+
+def _rank_label(info: RankInfo) -> str:
+    where = rank_entity(info).replace("|", " ")
+    return f"{where}, GPU by rank order: the hook did not say" if info.gpu_inferred else where

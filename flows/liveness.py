@@ -59,7 +59,7 @@ class LivenessTracker:
     hook_gap_windows: int = 6
     max_gap_windows: int = 30  # a cadence longer than this is an outage, not a cadence
     _jobs: dict[str, dict[str, _NodeState]] = field(default_factory=dict)
-    _gaps: dict[str, int] = field(default_factory=dict)  # job -> windows of mass silence
+    _gaps: dict[str, int] = field(default_factory=dict)  # job -> window its mass silence began
 
     def observe(
         self,
@@ -78,26 +78,7 @@ class LivenessTracker:
         for gone in set(nodes) - member_set:
             del nodes[gone]  # left the job: not missing, and no state kept for it
         events: list[ExplicitEvent] = []
-        silent = sorted(member_set - alive_set)
-        if member_set and len(silent) > len(member_set) / 2:
-            # Most of the job silent at once is one incident (a collection or ingestion gap,
-            # a rack, or the one node still reporting has its clock far off), not many: one
-            # event for the job instead of a storm of one per node.
-            gap = self._gaps.setdefault(job, 0) + 1
-            self._gaps[job] = gap
-            if gap == self.missing_after_windows:
-                meaning = (
-                    f"{len(silent)} of {len(member_set)} nodes of the job sent no "
-                    f"telemetry for {gap} windows (collection gap, rack, or clock skew)"
-                )
-                # No node is named: which one would be a guess. A gap in telemetry, not a
-                # hardware error: it raises a finding of its own, never a node's incident.
-                event = self._event(job, "", end_ns, gap)
-                events.append(
-                    replace(event, kind="telemetry_gap", severity="info", meaning=meaning)
-                )
-            return events
-        self._gaps.pop(job, None)
+        overdue = []  # members silent for longer than their own cadence allows
         for node in sorted(member_set):
             state = nodes.setdefault(node, _NodeState())
             if node in alive_set:
@@ -109,7 +90,32 @@ class LivenessTracker:
                 state.silent_windows, state.reported = 0, False
                 continue
             state.silent_windows += 1
-            if state.silent_windows >= self._patience(state) and not state.reported:
+            if state.silent_windows >= self._patience(state):
+                overdue.append(node)
+        if member_set and len(overdue) > len(member_set) / 2:
+            # Most of the job silent at once is one incident (a collection or ingestion gap,
+            # a rack, or the one node still reporting has its clock far off), not many: one
+            # finding for the job instead of a storm of one per node.
+            if job not in self._gaps:
+                self._gaps[job] = window
+                meaning = (
+                    f"{len(overdue)} of {len(member_set)} nodes of the job sent no telemetry "
+                    "for longer than they ever had (collection gap, rack, or clock skew)"
+                )
+                # No node is named: which one would be a guess. A gap in telemetry, not a
+                # hardware error: it raises a finding of its own, never a node's incident.
+                event = self._event(job, "", end_ns, 0)
+                events.append(
+                    replace(event, kind="telemetry_gap", severity="info", meaning=meaning)
+                )
+            return events
+        if self._gaps.pop(job, None) is not None:
+            for node in overdue:  # still silent after the gap: judged afresh from now
+                nodes[node].silent_windows, nodes[node].reported = 0, False
+            return events
+        for node in overdue:
+            state = nodes[node]
+            if not state.reported:
                 state.reported = True
                 events.append(self._event(job, node, end_ns, state.silent_windows))
         return events

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -74,6 +74,25 @@ class RankInfo:
     tp_rank: int
     pp_size: int
     profile: str
+    gpu_inferred: bool = False  # the hook did not say; placed by rank order (infer_gpus)
+
+
+def infer_gpus(members: dict[int, RankInfo]) -> dict[int, RankInfo]:
+    """Members with every unknown GPU index (-1: the hook did not know it) filled in from the
+    rank's place among its node's ranks: launchers (torchrun's LOCAL_RANK, Slurm) hand a
+    node's GPUs to its ranks in rank order. Ranks whose GPU is known are left as they are."""
+    if all(info.gpu >= 0 for info in members.values()):
+        return members
+    by_node: dict[str, list[int]] = {}
+    for rank in sorted(members):
+        by_node.setdefault(members[rank].node, []).append(rank)
+    out = dict(members)
+    for ranks in by_node.values():
+        for place, rank in enumerate(ranks):
+            info = members[rank]
+            if info.gpu < 0:
+                out[rank] = replace(info, gpu=place, gpu_inferred=True)
+    return out
 
 
 @dataclass

@@ -188,6 +188,8 @@ class ShardState:
                     or "uncorrected" in message.lower()
                 ):
                     severity = "critical"
+                if kind in ("nccl_timeout", "process_exit") and message:
+                    meaning = message[:300]  # the rank's last words (flows/exit_messages.py)
                 if component == "node" and kind not in ("nccl_timeout", "process_exit"):
                     index = "-"
                 if component in ("host", "node"):

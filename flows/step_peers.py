@@ -60,8 +60,7 @@ def role_ratios(
         rows = np.flatnonzero(groups == group)
         if len(rows) < 2:
             continue
-        ordered = np.sort(values[rows])
-        level = float(np.median(ordered[: (len(ordered) + 1) // 2]))
+        level = _faster_half(values[rows])
         if level > 0:
             ratio[rows] = values[rows] / level
     judged = ratio[np.isfinite(ratio)]
@@ -69,6 +68,12 @@ def role_ratios(
         return ratio, np.full(len(values), np.nan)
     spread = MAD_TO_SIGMA * float(np.median(np.abs(judged - np.median(judged))))
     return ratio, (ratio - 1.0) / max(spread, min_spread)
+
+
+def _faster_half(values: np.ndarray) -> float:
+    """The median of the faster half: the level of a group up to half of which is slow."""
+    ordered = np.sort(values)
+    return float(np.median(ordered[: (len(ordered) + 1) // 2]))
 
 
 @dataclass
@@ -155,7 +160,9 @@ class StepPeers:
     def _remember(
         self, ranks: list[int], values: np.ndarray, stages: np.ndarray, ratio: np.ndarray
     ) -> None:
-        levels = {int(s): float(np.median(values[stages == s])) for s in np.unique(stages)}
+        # Each stage's level from its faster half: a sick node's ranks, up to half of a stage,
+        # must not pass for the whole stage (or the job) moving with the data.
+        levels = {int(s): _faster_half(values[stages == s]) for s in np.unique(stages)}
         self.stage_levels = [*self.stage_levels, levels][-2 * self.pattern_steps :]
         ratios = {r: float(x) for r, x in zip(ranks, ratio.tolist(), strict=True)}
         self.rank_ratios = [*self.rank_ratios, ratios][-2 * self.pattern_steps :]

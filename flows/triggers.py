@@ -6,7 +6,8 @@ Explicit errors need no detector: an event point is the trigger.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -63,27 +64,44 @@ class StepRegression:
 
 @dataclass
 class HangDetector:
-    """No step progress for ``timeout_s`` while the job's nodes still send telemetry.
+    """No step progress for ``timeout_s`` (or three of the job's own steps, when they are
+    longer: a job of 47 s steps is not hung after 60 s) while its nodes still send telemetry.
 
     >>> h = HangDetector(timeout_s=30)
     >>> h.update(max_step=10, alive=True, now_ns=0)
     False
     >>> h.update(max_step=10, alive=True, now_ns=40 * 10**9)
     True
+    >>> slow = HangDetector(timeout_s=30)
+    >>> slow.update(max_step=10, alive=True, now_ns=0, step_s=47.0)
+    False
+    >>> slow.update(max_step=10, alive=True, now_ns=100 * 10**9)
+    False
     """
 
     timeout_s: float = 60.0
+    steps_allowed: float = 3.0
     last_step: int = -1
     last_progress_ns: int = -1
     fired: bool = False
+    recent_steps: list[float] = field(default_factory=list)  # the job's recent step times
 
-    def update(self, max_step: int, alive: bool, now_ns: int) -> bool:
+    @property
+    def step_s(self) -> float:
+        """The job's typical step time: the median of its recent ones (a checkpoint's long
+        step does not stretch the patience for good)."""
+        return float(statistics.median(self.recent_steps)) if self.recent_steps else 0.0
+
+    def update(self, max_step: int, alive: bool, now_ns: int, step_s: float = 0.0) -> bool:
+        if step_s > 0:
+            self.recent_steps = [*self.recent_steps, step_s][-20:]
         if max_step > self.last_step:
             self.last_step, self.last_progress_ns, self.fired = max_step, now_ns, False
             return False
         if self.last_progress_ns < 0 or not alive or self.fired:
             return False
-        if (now_ns - self.last_progress_ns) / 1e9 >= self.timeout_s:
+        timeout = max(self.timeout_s, self.steps_allowed * self.step_s)
+        if (now_ns - self.last_progress_ns) / 1e9 >= timeout:
             self.fired = True
             return True
         return False

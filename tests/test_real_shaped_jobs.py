@@ -49,8 +49,10 @@ def test_a_hook_that_knows_no_profile_or_gpu_still_gets_its_straggler_named() ->
     (event,) = result.events
     assert event.trigger == "straggler" and event.severity == "warning"
     top = event.top
-    assert top is not None and (top.node, top.component) == (job.node_of(5), "node")
+    # Launchers give a node's GPUs to its ranks in rank order: rank 5 is node-02's second.
+    assert top is not None and top.entity == f"{job.node_of(5)}|gpu|1"
     assert "rank 5" in event.summary and "125% longer" in event.summary
+    assert "GPU by rank order" in event.summary
     # Three steps (141 s) or 60 s, whichever is later; events leave at a window's end.
     assert _after_start_s(event) <= max(3 * job.step_s, 60) + WINDOW_S
 
@@ -195,3 +197,33 @@ def test_every_event_and_score_point_the_flow_emits_passes_the_codec(
         on_output=lambda route, item: _encodable(route, item, bad),
     )
     assert bad == []
+
+
+def test_a_crash_on_a_hook_only_cluster_names_the_gpu_from_its_exit_message() -> None:
+    """No agent, so no XID: the first rank's exit says the CUDA runtime lost the device, the
+    others time out a minute later. Before, a 'software failure' with no suspect."""
+    job = HookJob(nodes=4, ranks_per_node=2, step_s=8.0, steps=40, omit=("gpu",))
+    crash_ns = START_NS + 200 * 10**9
+    points = [p for p in job.points() if p.time_ns < crash_ns]
+    for rank in range(job.world_size):
+        first = rank == 5
+        when = crash_ns + (10**9 if first else 65 * 10**9 + rank * 10**8)
+        message = (
+            "[rank5] process exited: CUDA error: unspecified launch failure"
+            if first
+            else f"[rank{rank}] process exited after NCCL watchdog timeout"
+        )
+        tags = {"cluster": "c1", "node": job.node_of(rank), "source": "training"}
+        fields = {"job": job.job, "rank": rank, "code": 1, "message": message}
+        points.append(Point("event", {**tags, "kind": "process_exit"}, fields, when))
+    result = run_in_process(source_of(points), window_seconds=WINDOW_S)
+    (event,) = [e for e in result.events if e.trigger == "explicit"]
+    assert event.top is not None and event.top.entity == f"{job.node_of(5)}|gpu|1"
+    assert event.severity == "warning" and "unspecified launch failure" in event.summary
+
+
+def test_steps_longer_than_the_hang_timeout_are_not_a_hang() -> None:
+    """75 s steps: more than a minute between two steps is the job's pace, not a hang."""
+    job = HookJob(nodes=3, ranks_per_node=2, step_s=75.0, steps=10, omit=())
+    result = _run(job)
+    assert [e.trigger for e in result.events] == []
