@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
+import urllib3
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from influxdb_client.rest import ApiException
 
@@ -201,7 +202,10 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
                     f"{src.settings.bucket!r}: HTTP {error.status} {error.reason}"
                 ) from None
             return self._retry_later(error)
-        except OSError as error:  # refused, reset, timed out: urllib3 errors are OSErrors
+        except (OSError, urllib3.exceptions.HTTPError) as error:
+            # Refused, reset, timed out, cut mid-answer: urllib3's connection errors are not
+            # OSErrors (NewConnectionError, ProtocolError, ReadTimeoutError), and a source that
+            # let them through died with the server and never saw it come back.
             return self._retry_later(error)
         except FluxQueryError as error:
             raise InfluxSourceError(f"InfluxDB at {src.settings.url}: {error}") from None

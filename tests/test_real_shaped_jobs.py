@@ -23,7 +23,7 @@ from reflex_localize.flows.localize import build_flow
 from reflex_localize.flows.runner import RunResult, run_in_process
 from reflex_localize.flows.sinks import file_sinks, read_events
 from reflex_localize.flows.sources import MemorySource, split_windows
-from reflex_localize.schemas.codec import Point, decode, encode
+from reflex_localize.schemas.codec import FieldValue, Point, decode, encode
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.simulator import Simulation, load_scenario
 
@@ -214,7 +214,12 @@ def test_a_crash_on_a_hook_only_cluster_names_the_gpu_from_its_exit_message() ->
             else f"[rank{rank}] process exited after NCCL watchdog timeout"
         )
         tags = {"cluster": "c1", "node": job.node_of(rank), "source": "training"}
-        fields = {"job": job.job, "rank": rank, "code": 1, "message": message}
+        fields: dict[str, FieldValue] = {
+            "job": job.job,
+            "rank": rank,
+            "code": 1,
+            "message": message,
+        }
         points.append(Point("event", {**tags, "kind": "process_exit"}, fields, when))
     result = run_in_process(source_of(points), window_seconds=WINDOW_S)
     (event,) = [e for e in result.events if e.trigger == "explicit"]
