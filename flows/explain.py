@@ -175,3 +175,15 @@ def describe_finding(
         action,
         summary,
     )
+
+
+ORPHAN_JOB = "-"  # the job of an event from a node that runs no known job
+
+
+def orphan_event(root: ExplicitEvent, cluster: str, window: int) -> LocalizationEvent:
+    """An explicit error from a node in no known job (no membership, or between jobs): still
+    an event, node-level, its job unknown."""
+    suspect = Suspect(root.node, root.component, root.index, 0.0, [], "root")
+    event = describe(ORPHAN_JOB, cluster, window, root.time_ns, "explicit", root, [suspect], [], "")
+    event.summary = f"{root.meaning} on {root.node} {root.component} {root.index}; no known job"
+    return event

@@ -73,6 +73,7 @@ class JobState:
     members: dict[int, RankInfo] = field(default_factory=dict)
     n_shards: int = 1
     world_size: int = 0
+    world_size_told: bool = False
     compound: CompoundScore = field(default_factory=CompoundScore)
     regression: StepRegression = field(default_factory=StepRegression)
     hang: HangDetector = field(default_factory=HangDetector)
@@ -119,8 +120,7 @@ class JobState:
         for info in part.members:
             self.members[info.rank] = info
         self.members = infer_gpus(self.members)
-        self.world_size = max(self.world_size, part.world_size)
-        out: list[tuple[str, object]] = []
+        out: list[tuple[str, object]] = self._check_world_size(part.world_size)
         while self.pending:
             window = min(self.pending)
             ready = self._complete(self.pending[window])
@@ -129,6 +129,17 @@ class JobState:
                 break
             out.extend(self._process(window, list(self.pending.pop(window).values())))
         return out
+
+    def _check_world_size(self, declared: int) -> list[tuple[str, object]]:
+        """Membership may say fewer ranks than report (a stale or mistyped world size): the
+        job goes on with the ranks it sees, and the contradiction is reported once."""
+        seen = max(self.members, default=-1) + 1
+        self.world_size = max(self.world_size, declared, seen)
+        if declared <= 0 or seen <= declared or self.world_size_told:
+            return []
+        self.world_size_told = True
+        detail = f"{self.job}: membership says world size {declared}, ranks up to {seen - 1} report"
+        return [("error", ErrorRecord("job_step", "membership_contradiction", detail))]
 
     def on_eof(self) -> list[tuple[str, object]]:
         out: list[tuple[str, object]] = []

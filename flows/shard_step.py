@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reflex_localize.flows.detectors import LongitudinalBaseline
+from reflex_localize.flows.event_routing import Claims, double_claims, route_events
+from reflex_localize.flows.explain import orphan_event
 from reflex_localize.flows.messages import (
     ErrorRecord,
     ExplicitEvent,
@@ -22,7 +24,7 @@ from reflex_localize.flows.messages import (
 from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, CounterMemory, derive
 from reflex_localize.schemas.codec import Point
 from reflex_localize.schemas.frame import Frame, validate_frame
-from reflex_localize.schemas.hardware_profiles import load_profiles
+from reflex_localize.schemas.hardware_profiles import generic_xids, load_profiles
 
 FLOORS = np.array([SIGNALS[name].floor for name in SIGNAL_NAMES])
 _EVENT_COMPONENT = {
@@ -58,6 +60,7 @@ _EVENT_ACTION = {
 class ShardConfig:
     window_seconds: float = 10.0
     baseline_every: int = 30  # windows between reflex_baseline exports
+    orphan_cooldown_s: float = 900.0  # one event per entity in no known job, per this long
     cluster: str = "sim"
 
 
@@ -72,6 +75,9 @@ class ShardState:
     world_sizes: dict[str, int] = field(default_factory=dict)
     node_job: dict[str, str] = field(default_factory=dict)
     node_profile: dict[str, str] = field(default_factory=dict)
+    gpu_claims: Claims = field(default_factory=dict)
+    told: set[str] = field(default_factory=set)  # contradictions reported (once each)
+    orphans_told: dict[str, int] = field(default_factory=dict)  # entity -> last event (ns)
     windows_seen: int = 0
 
     def on_batch(self, batch: WindowBatch) -> list[tuple[str, object]]:
@@ -105,6 +111,13 @@ class ShardState:
         entity_nodes = np.array(
             [e.split("|", 1)[0] for e in signals.entities.tolist()], dtype=object
         )
+        jobs_on_node: dict[str, set[str]] = {}
+        for job, ranks in self.members.items():
+            for info in ranks.values():
+                jobs_on_node.setdefault(info.node, set()).add(job)
+        routed, orphans = route_events(events, jobs_on_node, self.gpu_claims)
+        out += self._orphans(orphans, batch)
+        out += self._contradictions()
         for job in sorted(set(self.members) | ended):
             nodes = {info.node for info in self.members.get(job, {}).values()}
             mine = np.isin(entity_nodes, list(nodes)) if nodes else np.zeros(0, bool)
@@ -124,7 +137,7 @@ class ShardState:
                         scales=scales[mine] if nodes else scales[:0],
                         profiles=signals.profiles[mine] if nodes else signals.profiles[:0],
                         members=list(self.members.get(job, {}).values()),
-                        events=[e for e in events if e.node in nodes or e.job == job],
+                        events=routed.get(job, []),
                         steps=job_steps,
                         alive_nodes=sorted(alive & nodes),
                         agent_nodes=sorted(agent & nodes),
@@ -153,14 +166,43 @@ class ShardState:
                     ended.add(job)
                     continue
                 ranks = self.members.setdefault(job, {})
-                ranks[rank] = rank_info(rank, node, {k: v[i] for k, v in fields.items()})
+                ranks[rank] = info = rank_info(rank, node, {k: v[i] for k, v in fields.items()})
+                if info.gpu >= 0:
+                    self.gpu_claims.setdefault((node, info.gpu), {})[job] = int(frame.time_ns[i])
                 world = fields.get("world_size")
                 known = max(ranks) + 1
                 self.world_sizes[job] = (
                     int(world[i]) if world is not None else max(known, self.world_sizes.get(job, 0))
                 )
                 self.node_job[node] = job
+        for claimants in self.gpu_claims.values():
+            for job in ended & set(claimants):
+                del claimants[job]
         return {job for job in ended if job in self.members}
+
+    def _orphans(
+        self, orphans: list[ExplicitEvent], batch: WindowBatch
+    ) -> list[tuple[str, object]]:
+        """Explicit errors from nodes in no known job: a critical one is an event of its own
+        (job unknown, one per entity per cooldown), the rest are counted."""
+        out: list[tuple[str, object]] = []
+        for event in orphans:
+            last = self.orphans_told.get(event.entity)
+            if event.severity != "critical":
+                detail = f"{event.node} {event.kind} {event.code}: {event.meaning}"[:300]
+                out.append(("error", ErrorRecord("events", "event_outside_jobs", detail)))
+            elif last is None or event.time_ns - last >= self.config.orphan_cooldown_s * 1e9:
+                self.orphans_told[event.entity] = event.time_ns
+                out.append(("event", orphan_event(event, self.config.cluster, batch.window)))
+        return out
+
+    def _contradictions(self) -> list[tuple[str, object]]:
+        out: list[tuple[str, object]] = []
+        for claim in double_claims(self.gpu_claims, set(self.members)):
+            if claim not in self.told:
+                self.told.add(claim)
+                out.append(("error", ErrorRecord("membership", "membership_contradiction", claim)))
+        return out
 
     def _events(self, frames: list[Frame]) -> list[ExplicitEvent]:
         events = []
@@ -176,7 +218,7 @@ class ShardState:
                 meaning, action = kind.replace("_", " "), _EVENT_ACTION.get(kind, "")
                 if kind == "xid":
                     profile = profiles.get(self._profile_of(node))
-                    info = profile.xid(code) if profile else None
+                    info = profile.xid(code) if profile else generic_xids().get(code)
                     if info is not None:
                         meaning, severity, action = info.meaning, info.severity, info.action
                     else:

@@ -104,3 +104,14 @@ def profile_for_gpu_name(gpu_name: str) -> HardwareProfile | None:
         if any(pattern in gpu_name for pattern in profile.match):
             return profile
     return None
+
+
+@cache
+def generic_xids(directory: Path = _DIR) -> dict[int, XidInfo]:
+    """NVIDIA's XID table, for a GPU whose model no profile names (a hook that did not say,
+    a node without the agent): an XID 79 is critical whatever the GPU.
+
+    >>> generic_xids()[79].severity
+    'critical'
+    """
+    return _xid_table("nvidia-xid", directory)

@@ -31,13 +31,15 @@ class HookJob:
     cluster: str = "c1"
     omit: tuple[str, ...] = ("profile", "gpu")  # membership fields the hook does not know
     silent_nodes: set[str] = field(default_factory=set)  # nodes whose hook sends nothing
+    declared_world_size: int | None = None  # what membership says, when it is wrong
+    first_node: int = 0  # node-NN of the job's first rank
 
     @property
     def world_size(self) -> int:
         return self.nodes * self.ranks_per_node
 
     def node_of(self, rank: int) -> str:
-        return f"node-{rank // self.ranks_per_node:02d}"
+        return f"node-{self.first_node + rank // self.ranks_per_node:02d}"
 
     def stage_of(self, rank: int) -> int:
         return rank % self.pp_size
@@ -66,7 +68,7 @@ class HookJob:
 
     def _membership(self, rank: int) -> dict[str, FieldValue]:
         fields: dict[str, FieldValue] = {
-            "world_size": self.world_size,
+            "world_size": self.declared_world_size or self.world_size,
             "active": True,
             "dp_rank": rank // self.pp_size,
             "pp_rank": self.stage_of(rank),
@@ -82,3 +84,9 @@ def source_of(points: list[Point], extra: list[Frame] | None = None) -> MemorySo
     frames = [*frames_from_points(points), *(extra or [])]
     ordered = sorted(split_windows(frames, int(WINDOW_S * 1e9)), key=lambda w: w[0])
     return MemorySource([(w, f) for w, f, _ in ordered], WINDOW_S)
+
+
+def xid(node: str, gpu: int, code: int, time_ns: int, cluster: str = "c1") -> Point:
+    """An XID as the agent's kernel-log collector writes it."""
+    tags = {"cluster": cluster, "node": node, "source": "kmsg", "kind": "xid"}
+    return Point("event", tags, {"code": code, "gpu": gpu, "message": f"Xid {code}"}, time_ns)
