@@ -129,7 +129,9 @@ def describe_finding(
     ``suspects``), the job's step pattern (``stage``, ``data``: no hardware fault, below
     paging) and a telemetry gap (no node named)."""
     top = suspects[0] if suspects else None
-    trigger = "step_pattern" if kind in ("stage", "data") else kind
+    trigger = {"stage": "step_pattern", "data": "step_pattern", "stage_hardware": "straggler"}.get(
+        kind, kind
+    )
     if kind == "straggler" and top is not None:
         since = datetime.fromtimestamp(finding.since_ns / 1e9, tz=UTC).strftime("%H:%M:%S")
         signals = [e.signal for e in top.evidence if e.signal != STEP_SIGNAL]
@@ -140,6 +142,15 @@ def describe_finding(
             f"straggler: {top.node} {top.component} {top.index}: rank {finding.rank} "
             f"({rank_label}) computes {100 * (finding.ratio - 1):.0f}% longer than its stage "
             f"peers, {finding.steps} steps in a row since {since} UTC"
+        )
+    elif kind == "stage_hardware" and top is not None:
+        signal = top.evidence[0].signal if top.evidence else ""
+        severity, confidence = "warning", 0.75
+        action = recommend_action(top.component, signal)
+        summary = (
+            f"pipeline stage {finding.stage} is {100 * (finding.ratio - 1):.0f}% slower on all "
+            f"its ranks, and they run on {top.node}, whose {top.component} {top.index} shows "
+            f"{signal} against its peers: hardware, not partitioning"
         )
     elif kind == "stage":
         severity, confidence = "info", 0.7

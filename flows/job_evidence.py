@@ -49,13 +49,29 @@ def peer_groups(
     for info in members.values():
         by_node.setdefault(info.node, Counter())[info.pp_rank] += 1
     node_stage = {node: counts.most_common(1)[0][0] for node, counts in by_node.items()}
-    return np.array(
+    groups = np.array(
         [
             f"{e.split('|')[1]}|{gpu_stage.get(e, node_stage.get(e.split('|', 1)[0], -1))}|{p}"
             for e, p in zip(entities.tolist(), profiles.tolist(), strict=True)
         ],
         dtype=object,
     )
+    return _spread_single_node_groups(entities, groups)
+
+
+def _spread_single_node_groups(entities: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """A stage held by one node (one data-parallel rank per stage) has no peer outside that
+    node: a node in power brake would only meet its own GPUs. Such groups are judged across
+    the job's stages instead (same component and model), as the stage's level cannot be told
+    from the node's own trouble anyway."""
+    nodes = np.array([e.split("|", 1)[0] for e in entities.tolist()], dtype=object)
+    spread = groups.copy()
+    for group in np.unique(groups).tolist():
+        rows = groups == group
+        if len(np.unique(nodes[rows])) == 1 and len(np.unique(nodes)) > 1:
+            component, _, profile = group.split("|")
+            spread[rows] = f"{component}|any|{profile}"
+    return spread
 
 
 @dataclass
@@ -63,6 +79,9 @@ class EvidenceBook:
     since: dict[tuple[str, str], int] = field(default_factory=dict)
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
     features: dict[str, dict[str, float]] = field(default_factory=dict)  # this window
+    # This window: entity -> (signal, peer z, strength) of its strongest deviation from its
+    # peers alone, own history aside (a fault present since the entity's first window).
+    peer_only: dict[str, tuple[str, float, float]] = field(default_factory=dict)
 
     def notes(self, entity: str) -> list[Evidence]:
         """The entity's latest evidence, strongest first."""
@@ -95,6 +114,7 @@ class EvidenceBook:
         per_profile = np.array([[weights(p).get(s, 0.0) for s in SIGNAL_NAMES] for p in kinds])
         weight = per_profile[which] if len(kinds) else np.zeros_like(strength)
         amount = strength * weight
+        self._note_peer_only(entities, DIRECTION * peer, peer, weight)
         for row in np.flatnonzero(strength.sum(axis=1) > 0):
             self.features[entities[row]] = {
                 SIGNAL_NAMES[c]: float(strength[row, c]) for c in np.flatnonzero(strength[row])
@@ -117,6 +137,19 @@ class EvidenceBook:
                 )
         for row, col in zip(*np.nonzero(amount == 0), strict=True):
             self.since.pop((entities[row], SIGNAL_NAMES[col]), None)
+
+    def _note_peer_only(
+        self, entities: np.ndarray, directed: np.ndarray, peer: np.ndarray, weight: np.ndarray
+    ) -> None:
+        self.peer_only = {}
+        alone = evidence_strength(np.nan_to_num(directed, nan=0.0)) * (weight > 0)
+        for row in np.flatnonzero(alone.max(axis=1) > 0):
+            col = int(np.argmax(alone[row]))
+            self.peer_only[entities[row]] = (
+                SIGNAL_NAMES[col],
+                float(peer[row, col]),
+                float(alone[row, col]),
+            )
 
     def stragglers(
         self,

@@ -34,6 +34,8 @@ from reflex_localize.schemas.codec import Point
 from reflex_localize.schemas.hardware_profiles import load_profiles
 
 RECENT_WINDOWS = 3  # evidence this recent makes an entity a current suspect
+# GPU signals that make a rank compute slower (a stage slow on all its ranks may be these).
+_SLOWING_SIGNALS = ("throttle_", "sm_clock_low", "power_low")
 _DEFAULT_PROFILE = "h100-sxm5-80gb"
 
 
@@ -262,14 +264,62 @@ class JobState:
         """This window's events: findings of the per-step view and of telemetry gaps (which
         never hold back a hardware event), then at most one incident event."""
         found = self._step_findings(parts)
-        out = [
-            self._finding(window, end_ns, f.kind, f)
-            for f in found
-            if f.kind != "straggler" and self.config.mode == "reflex"
-        ]
+        out: list[LocalizationEvent] = []
+        for finding in found:
+            if finding.kind == "straggler" or self.config.mode != "reflex":
+                continue
+            sick = self._stage_sick(finding)
+            if sick is None:
+                out.append(self._finding(window, end_ns, finding.kind, finding))
+            else:
+                out += self._stage_fault(window, end_ns, finding, sick)
         out += [self._gap_finding(window, end_ns, e) for e in events if e.kind == "telemetry_gap"]
         incident = self._incident(window, end_ns, parts, events, found)
         return [*out, incident] if incident is not None else out
+
+    def _stage_sick(self, finding: StepFinding) -> str | None:
+        """A stage slower on all its ranks is partitioning, unless its ranks sit on few nodes
+        and one of those nodes' parts deviates from its peers in its hardware telemetry (a
+        node in power brake handed the last stage): then the entity to blame, else None."""
+        if finding.kind != "stage":
+            return None
+        nodes = {i.node for i in self.members.values() if i.pp_rank == finding.stage}
+        everyone = {i.node for i in self.members.values()}
+        if len(nodes) * 2 > len(everyone):
+            return None
+        # What slows every rank of a stage must touch most of its GPUs: one hot GPU or a noisy
+        # port among them cannot (and a quirky fleet has plenty of those).
+        gpus = {
+            f"{i.node}|gpu|{i.gpu}" for i in self.members.values() if i.pp_rank == finding.stage
+        }
+        slowing = {
+            e: v
+            for e, v in self.book.peer_only.items()
+            if e in gpus and v[0].startswith(_SLOWING_SIGNALS)
+        }
+        if len(slowing) * 2 < len(gpus):
+            return None
+        return max(slowing, key=lambda e: (slowing[e][2], e))
+
+    def _stage_fault(
+        self, window: int, end_ns: int, finding: StepFinding, entity: str
+    ) -> list[LocalizationEvent]:
+        signal, peer_z, strength = self.book.peer_only[entity]
+        node, component, index = entity.split("|")
+        evidence = Evidence(signal, None, round(peer_z, 2), strength, end_ns)
+        lead = Suspect(node, component, index, round(self.compound.get(entity), 3), [evidence])
+        if end_ns - self.last_event_ns < self.config.cooldown_s * 1e9 and not self._new_incident(
+            None, lead, lead_is_new=node not in self.last_event_nodes
+        ):
+            return []
+        others = [s for s in self._suspects(None) if s.entity != entity]
+        event = describe_finding(
+            self.job, self.config.cluster, window, end_ns, "stage_hardware", finding,
+            [lead, *others],
+        )  # fmt: skip
+        self.last_event_ns, self.last_event_nodes = end_ns, {node}
+        self.last_event_entities = {entity}
+        return [event]
 
     def _step_findings(self, parts: list[JobWindow]) -> list[StepFinding]:
         for part in parts:
