@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reflex_localize.influx.config import ConfigError, section_as
 from reflex_localize.schemas.hardware_profiles import load_profiles
 
 LIBRARY = Path(__file__).parent / "scenarios"
@@ -147,24 +148,61 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         path = LIBRARY / f"{name_or_path}.toml"
         if not path.exists():
             raise KeyError(f"no scenario {name_or_path!r}; known: {', '.join(scenario_names())}")
-    return parse_scenario(tomllib.loads(path.read_text()), default_name=path.stem)
-
-
-def parse_scenario(raw: dict[str, Any], default_name: str = "scenario") -> Scenario:
-    """A Scenario from parsed TOML; raises ScenarioError for any malformed part."""
     try:
-        return _parse_scenario(raw, default_name)
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise ScenarioError(f"{path}: not valid TOML: {error}") from None
+    return parse_scenario(raw, default_name=path.stem, where=str(path))
+
+
+# Every key a scenario file may hold at its top level, and in its [cluster] table.
+_TOP_KEYS = frozenset(
+    {"name", "description", "duration_s", "start_ns", "cluster", "job", "fault", "background",
+     "quirks", "mixture", "telemetry"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ClusterSection:
+    nodes: int = 16
+    gpus_per_node: int = 8
+    profiles: dict[str, int] = field(default_factory=dict)
+    roce_nodes: int = 0
+    name: str = "sim"
+
+
+@dataclass(frozen=True)
+class MixtureSection:
+    faults: int = 0
+
+
+def parse_scenario(
+    raw: dict[str, Any], default_name: str = "scenario", where: str | None = None
+) -> Scenario:
+    """A Scenario from parsed TOML; raises ScenarioError naming the file and the key for an
+    unknown key, a value of the wrong type, or an index out of range."""
+    where = where or f"scenario {default_name}"
+    try:
+        return _parse_scenario(raw, default_name, where)
     except ScenarioError:
         raise
+    except ConfigError as error:  # already names the table and key
+        raise ScenarioError(str(error)) from None
     except (TypeError, AttributeError, KeyError, ValueError) as error:
-        # A wrong type (a table where a number goes, an unknown key) must not escape as a
-        # traceback from the middle of the parser.
-        raise ScenarioError(f"scenario {default_name}: {type(error).__name__}: {error}") from None
+        # Whatever slipped past the checks must still not escape as a traceback.
+        raise ScenarioError(f"{where}: {type(error).__name__}: {error}") from None
 
 
-def _parse_scenario(raw: dict[str, Any], default_name: str) -> Scenario:
+def _parse_scenario(raw: dict[str, Any], default_name: str, where: str) -> Scenario:
+    unknown_keys = sorted(set(raw) - _TOP_KEYS)
+    if unknown_keys:
+        known = ", ".join(sorted(_TOP_KEYS))
+        raise ScenarioError(f"{where}: unknown keys {unknown_keys} (known: {known})")
+    cluster_section = section_as(
+        raw.get("cluster", {}), ClusterSection, where=f"{where}: [cluster]"
+    )
     cluster = raw.get("cluster", {})
-    nodes = int(cluster.get("nodes", 16))
+    nodes = cluster_section.nodes
     profiles = {
         str(k): int(v) for k, v in cluster.get("profiles", {"h100-sxm5-80gb": nodes}).items()
     }
@@ -173,26 +211,39 @@ def _parse_scenario(raw: dict[str, Any], default_name: str) -> Scenario:
         raise ValueError(f"unknown hardware profiles {sorted(unknown)}")
     if sum(profiles.values()) != nodes:
         raise ValueError(f"profile node counts sum to {sum(profiles.values())}, not {nodes}")
-    jobs = tuple(_job(entry) for entry in raw.get("job", []))
-    faults = tuple(_fault(entry) for entry in raw.get("fault", []))
+    jobs = tuple(
+        _job(entry, f"{where}: [[job]] #{n + 1}") for n, entry in enumerate(raw.get("job", []))
+    )
+    faults = tuple(
+        _fault(entry, f"{where}: [[fault]] #{n + 1}")
+        for n, entry in enumerate(raw.get("fault", []))
+    )
+    duration = raw.get("duration_s", 600)
+    if isinstance(duration, bool) or not isinstance(duration, int | float) or duration <= 0:
+        raise ScenarioError(f"{where}: duration_s: expected a positive number, got {duration!r}")
     scenario = Scenario(
         name=str(raw.get("name", default_name)),
         description=str(raw.get("description", "")),
-        duration_s=float(raw.get("duration_s", 600)),
+        duration_s=float(duration),
         nodes=nodes,
-        gpus_per_node=int(cluster.get("gpus_per_node", 8)),
+        gpus_per_node=cluster_section.gpus_per_node,
         profiles=profiles,
-        roce_nodes=int(cluster.get("roce_nodes", 0)),
+        roce_nodes=cluster_section.roce_nodes,
         jobs=jobs,
         faults=faults,
-        background=BackgroundRates(**raw.get("background", {})),
-        quirks=Quirks(**raw.get("quirks", {})),
-        mixture_faults=int(raw.get("mixture", {}).get("faults", 0)),
-        cluster_name=str(cluster.get("name", "sim")),
+        background=section_as(
+            raw.get("background", {}), BackgroundRates, where=f"{where}: [background]"
+        ),
+        quirks=section_as(raw.get("quirks", {}), Quirks, where=f"{where}: [quirks]"),
+        mixture_faults=section_as(
+            raw.get("mixture", {}), MixtureSection, where=f"{where}: [mixture]"
+        ).faults,
+        cluster_name=cluster_section.name,
         start_ns=int(raw.get("start_ns", DEFAULT_START_NS)),
         agent_down=_agent_down(raw.get("telemetry", {})),
     )
     _check_jobs_fit(scenario)
+    _check_faults(scenario, where)
     return scenario
 
 
@@ -208,17 +259,43 @@ def _agent_down(telemetry: dict[str, Any]) -> tuple[str, ...]:
     return tuple(str(node) for node in nodes)
 
 
-def _job(entry: dict[str, Any]) -> JobConfig:
-    omits = tuple(str(name) for name in entry.get("membership_omits", ()))
-    if set(omits) - MEMBERSHIP_OPTIONAL:
-        raise ValueError(f"membership_omits may name only {sorted(MEMBERSHIP_OPTIONAL)}")
-    return JobConfig(**{**entry, "membership_omits": omits})
+def _job(entry: dict[str, Any], where: str) -> JobConfig:
+    job = section_as(entry, JobConfig, where=where)
+    if set(job.membership_omits) - MEMBERSHIP_OPTIONAL:
+        raise ScenarioError(
+            f"{where}.membership_omits: may name only {sorted(MEMBERSHIP_OPTIONAL)}"
+        )
+    for key in ("nodes", "pp", "tp"):
+        if getattr(job, key) < 1:
+            raise ScenarioError(f"{where}.{key}: must be at least 1, got {getattr(job, key)}")
+    return job
 
 
-def _fault(entry: dict[str, Any]) -> FaultConfig:
+def _fault(entry: dict[str, Any], where: str) -> FaultConfig:
+    # Keys the fault config does not declare are the fault type's own parameters.
     known = {f.name for f in dataclasses.fields(FaultConfig)} - {"params"}
     params = {k: v for k, v in entry.items() if k not in known}
-    return FaultConfig(**{k: v for k, v in entry.items() if k in known}, params=params)
+    fault = section_as({k: v for k, v in entry.items() if k in known}, FaultConfig, where=where)
+    return dataclasses.replace(fault, params=params)
+
+
+def _check_faults(scenario: Scenario, where: str) -> None:
+    """Indexes in range: a job_node past the job's size once wrapped around silently."""
+    jobs = {job.name: job for job in scenario.jobs}
+    for n, fault in enumerate(scenario.faults):
+        at = f"{where}: [[fault]] #{n + 1}"
+        if fault.job is not None and fault.job not in jobs:
+            raise ScenarioError(f"{at}.job: no job {fault.job!r} (jobs: {sorted(jobs)})")
+        if fault.job is not None and not 0 <= fault.job_node < jobs[fault.job].nodes:
+            size = jobs[fault.job].nodes
+            raise ScenarioError(f"{at}.job_node: {fault.job_node} is not in 0..{size - 1}")
+        if not 0 <= fault.gpu < scenario.gpus_per_node:
+            last = scenario.gpus_per_node - 1
+            raise ScenarioError(f"{at}.gpu: {fault.gpu} is not in 0..{last}")
+        if not 0 <= fault.onset_s <= scenario.duration_s:
+            raise ScenarioError(
+                f"{at}.onset_s: {fault.onset_s} is outside 0..{scenario.duration_s}"
+            )
 
 
 def _check_jobs_fit(scenario: Scenario) -> None:
