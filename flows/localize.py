@@ -10,6 +10,7 @@ The shell runs it: ``reflex localize`` in-process, ``reflex flow`` under ``pytho
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ from reflex_localize.flows.job_step import JobConfig, JobState
 from reflex_localize.flows.messages import ErrorRecord, JobWindow, WindowBatch
 from reflex_localize.flows.shard_step import ShardConfig, ShardState
 from reflex_localize.flows.sinks import FlowSinks
+from reflex_localize.schemas.codec import Point
 
 Routed = tuple[str, Any]  # (route, item): route is "event", "points", "error" or a job name
 
@@ -45,6 +47,7 @@ class _ShardLogic(StatefulLogic[WindowBatch, Routed, ShardState]):
                     ),
                 )
             )
+        out.extend(reject_counts(out, self.state.config.cluster, value.end_ns))
         return out, StatefulLogic.RETAIN
 
     def snapshot(self) -> ShardState:
@@ -76,6 +79,20 @@ class _JobLogic(StatefulLogic[JobWindow, Routed, JobState]):
 
     def snapshot(self) -> JobState:
         return copy.deepcopy(self.state)
+
+
+def reject_counts(out: list[Routed], cluster: str, time_ns: int) -> list[Routed]:
+    """The window's rejects totalled by where and code, as points: so InfluxDB (and its
+    dashboards) can count what the flow refused, not only the error files."""
+    counts = Counter((item.where, item.reason) for route, item in out if route == "error")
+    if not counts:
+        return []
+    points = [
+        Point("reflex_rejects", {"cluster": cluster, "where": where, "reason": reason},
+              {"records": n}, time_ns)
+        for (where, reason), n in sorted(counts.items())
+    ]  # fmt: skip
+    return [("points", points)]
 
 
 def build_flow(

@@ -154,3 +154,22 @@ def test_five_percent_of_lines_broken_in_mixed_ways(clean_lines: list[str], tmp_
         "timestamp_in_seconds", "undeclared_measurement", "bad_timestamp", "unterminated_string",
         "timestamp_not_plain_ns", "late", "duplicate_point", "timestamp_before_stream",
     }  # fmt: skip
+
+
+def test_reject_counts_are_exported_as_points(clean_lines: list[str], tmp_path: Path) -> None:
+    """The flow's rejects reach InfluxDB too (reflex_rejects), totalled per window and code."""
+    lines = list(clean_lines)
+    for index in (100, 200, 300):
+        lines[index] = _restamp(lines[index], _stamp(lines[index]) // 10**9)
+    path = tmp_path / "replay.lp"
+    path.write_text("\n".join(lines) + "\n")
+    exported: Counter[str] = Counter()
+
+    def collect(route: str, item: object) -> None:
+        if route == "points":
+            for point in item:  # type: ignore[attr-defined]
+                if point.measurement == "reflex_rejects":
+                    exported[point.tags["reason"]] += int(point.fields["records"])
+
+    result = run_in_process(LineProtocolSource(path, 1, 10.0), on_output=collect)
+    assert exported == result.error_counts == Counter({"timestamp_in_seconds": 3})
