@@ -7,7 +7,6 @@ import threading
 
 import click
 from influxdb_client import InfluxDBClient
-from influxdb_client.rest import ApiException
 
 from reflex_localize.dashboards.alerts import (
     PAYLOAD_FORMATS,
@@ -18,22 +17,18 @@ from reflex_localize.dashboards.alerts import (
     uninstall,
 )
 from reflex_localize.dashboards.webhook_relay import WebhookRelay
+from reflex_localize.influx.config import InfluxSettings
 from reflex_localize.influx.connection import connect
 from reflex_localize.influx.flux_literals import Duration
+from reflex_localize.shell.cli_checks import POSITIVE_SECONDS, HostPort, influx_refusals
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
 
 # Installing a task compiles its Flux on the server, which takes seconds on a busy one.
 HTTP_TIMEOUT_S = 30.0
 
 
-def _client(influx: InfluxOptions) -> InfluxDBClient:
-    # No --token option: a command line shows up in `ps` and in shell history.
-    settings = influx.require("reflex alerts")
+def _client(settings: InfluxSettings) -> InfluxDBClient:
     return connect(dataclasses.replace(settings, timeout_s=max(settings.timeout_s, HTTP_TIMEOUT_S)))
-
-
-def _api_failure(error: ApiException) -> str:
-    return f"InfluxDB answered HTTP {error.status}: {error.message or error.reason}"
 
 
 def _print(report: InstallReport) -> None:
@@ -75,55 +70,55 @@ def install_command(
     downsampled_bucket: str,
 ) -> None:
     """Creates or updates the tasks; running it twice creates nothing new."""
+    # No --token option: a command line shows up in `ps` and in shell history.
+    influx_settings = influx.require("reflex alerts")
     try:
         settings = AlertSettings(
             webhook_url,
             min_severity=min_severity,
             payload_format=payload_format,
             pagerduty_routing_key=pagerduty_routing_key,
-            telemetry_bucket=influx.settings().bucket,
+            telemetry_bucket=influx_settings.bucket,
             results_bucket=results_bucket,
             downsampled_bucket=downsampled_bucket,
             silence=Duration(silence),
             clock_skew_threshold_s=clock_skew_threshold,
         )
-        with _client(influx) as client:
-            _print(install(client, influx.settings().org, settings))
+        with influx_refusals(influx_settings.url), _client(influx_settings) as client:
+            _print(install(client, influx_settings.org, settings))
     except (AlertConfigError, ValueError) as error:
         raise click.ClickException(str(error)) from None
-    except ApiException as error:
-        raise click.ClickException(_api_failure(error)) from None
 
 
 @command.command("uninstall")
 @influx_options
 def uninstall_command(influx: InfluxOptions) -> None:
     """Deletes the tasks and the webhook secrets (downsampled data stays)."""
+    settings = influx.require("reflex alerts")
     try:
-        with _client(influx) as client:
-            _print(uninstall(client, influx.settings().org))
+        with influx_refusals(settings.url), _client(settings) as client:
+            _print(uninstall(client, settings.org))
     except AlertConfigError as error:
         raise click.ClickException(str(error)) from None
-    except ApiException as error:
-        raise click.ClickException(_api_failure(error)) from None
 
 
 @command.command("relay")
-@click.option("--listen", default="127.0.0.1:9099", show_default=True, help="HOST:PORT.")
+@click.option("--listen", type=HostPort(), default="127.0.0.1:9099", show_default=True,
+              help="HOST:PORT.")  # fmt: skip
 @click.option(
     "--forward-url",
     envvar="REFLEX_ALERT_FORWARD_URL",
     required=True,
     help="The real endpoint (Slack/PagerDuty URLs are secrets: prefer the env var).",
 )
-@click.option("--timeout", "timeout_s", default=10.0, show_default=True)
-def relay_command(listen: str, forward_url: str, timeout_s: float) -> None:
+@click.option("--timeout", "timeout_s", type=POSITIVE_SECONDS, default=10.0, show_default=True)
+def relay_command(listen: tuple[str, int], forward_url: str, timeout_s: float) -> None:
     """Forwards the tasks' webhook posts with a timeout and no redirects to other hosts.
 
     Install the alerts with --webhook-url http://LISTEN/ to put it in the path."""
-    host, _, port = listen.rpartition(":")
+    host, port = listen
     try:
-        relay = WebhookRelay(forward_url, host or "127.0.0.1", int(port), timeout_s)
+        relay = WebhookRelay(forward_url, host, port, timeout_s)
     except (ValueError, OSError) as error:
         raise click.ClickException(str(error)) from None
     click.echo(f"relaying alert webhooks on {relay.url}")

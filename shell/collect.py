@@ -27,6 +27,7 @@ from reflex_localize.collectors.settings import CollectSettings
 from reflex_localize.collectors.sinks import StdoutSink, WriterSink
 from reflex_localize.influx.clock_offset import ClockOffset
 from reflex_localize.influx.config import Config, ConfigError
+from reflex_localize.shell.cli_checks import check_token, influx_refusals
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
 
 log = logging.getLogger("reflex.collect")
@@ -42,6 +43,7 @@ def _writer_sink(
     influx = config.influx
     if not influx.configured:
         raise ConfigError("[influx].url: not set (REFLEX_INFLUX_URL), and --stdout not given")
+    check_token(influx, service=True)  # an agent spools while InfluxDB is away
     writer = Writer.from_settings(influx, Path(settings.spool_dir), clock_offset=clock_offset)
     if not writer.probe_clock():
         log.info("InfluxDB did not answer a clock probe; the first writes will measure it")
@@ -85,8 +87,10 @@ def command(influx: InfluxOptions, once: bool, stdout: bool) -> None:
             log.info("collecting %s on %s", ", ".join(settings.enabled), config.identity.node)
             agent.run(stop)
     finally:
-        sink.close()
         for collector in collectors:
             close = getattr(collector, "close", None)
             if close is not None:
                 close()
+        # The writer's last delivery is where a token that may not write shows: one line.
+        with influx_refusals(config.influx.url):
+            sink.close()

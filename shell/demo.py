@@ -25,6 +25,13 @@ from reflex_localize.flows.sinks import error_json, event_json
 from reflex_localize.flows.sources import MemorySource
 from reflex_localize.influx.config import InfluxSettings
 from reflex_localize.schemas.frame import Frame
+from reflex_localize.shell.cli_checks import (
+    NOT_NEGATIVE,
+    OUTPUT_FOLDER,
+    SCENARIO,
+    check_token,
+    influx_refusals,
+)
 from reflex_localize.shell.demo_view import DemoView
 from reflex_localize.shell.eval_harness import LabelMatch, match_labels
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
@@ -40,16 +47,11 @@ EVENTS_FLUX = """from(bucket: "reflex")
 
 
 @click.command()
-@click.option("--scenario", default="demo", show_default=True, help="Scenario from the library.")
-@click.option("--seed", default=7, show_default=True)
-@click.option(
-    "--out",
-    "out_dir",
-    default="reflex-demo",
-    show_default=True,
-    type=click.Path(path_type=Path),
-    help="Where events, reports and errors go.",
-)
+@click.option("--scenario", type=SCENARIO, default="demo", show_default=True,
+              help="Scenario from the library.")  # fmt: skip
+@click.option("--seed", type=NOT_NEGATIVE, default=7, show_default=True)
+@click.option("--out", "out_dir", type=OUTPUT_FOLDER, default="reflex-demo", show_default=True,
+              help="Where events, reports and errors go.")  # fmt: skip
 @influx_options
 @click.option("--local-influx", is_flag=True, help="Start the project's own InfluxDB build first.")
 @click.option("--no-live", is_flag=True, help="No live view (for logs and CI).")
@@ -64,6 +66,8 @@ def command(
     """Simulate a cluster with faults and watch Reflex localize them."""
     from reflex_localize.simulator import Simulation, load_scenario
 
+    if "REFLEX_INFLUX_URL" in influx.flags and not local_influx:
+        check_token(influx.require("reflex demo --influx-url"))  # before minutes of work
     console = Console()
     started = time.monotonic()
     sim = Simulation(load_scenario(scenario), seed=seed)
@@ -79,10 +83,13 @@ def command(
     try:
         settings: InfluxSettings | None = None
         if local_influx:
-            from reflex_localize.influx.local_server import start_influxdb
+            from reflex_localize.influx.local_server import InfluxServerError, start_influxdb
 
             with console.status("starting the project's InfluxDB"):
-                server = start_influxdb()
+                try:
+                    server = start_influxdb()
+                except InfluxServerError as error:
+                    raise click.ClickException(str(error)) from None
             settings = server.settings()
         elif "REFLEX_INFLUX_URL" in influx.flags:
             settings = influx.require("reflex demo --influx-url")
@@ -90,14 +97,10 @@ def command(
             if settings is not None:
                 from reflex_localize.shell.demo_influx import run_through_influx
 
-                result = run_through_influx(
-                    settings,
-                    sim,
-                    frames,
-                    out_dir,
-                    view.on_output,
-                    console,
-                )
+                with influx_refusals(settings.url):
+                    result = run_through_influx(
+                        settings, sim, frames, out_dir, view.on_output, console
+                    )
             else:
                 result = run_in_process(
                     MemorySource(windows, WINDOW_SECONDS),
@@ -115,7 +118,8 @@ def command(
                 f"{dict(result.error_counts)} (see {out_dir}/errors.jsonl)"
             )
         if settings is not None:
-            _after_influx(settings, out_dir, console)
+            with influx_refusals(settings.url):
+                _after_influx(settings, out_dir, console)
     finally:
         if server is not None:
             server.close()

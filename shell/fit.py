@@ -9,9 +9,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from reflex_localize.flows.events import LocalizationEvent
 from reflex_localize.flows.job_step import default_weights
-from reflex_localize.flows.sinks import read_events
 from reflex_localize.flows.weights import FEATURES, save_weights
+from reflex_localize.shell.cli_checks import (
+    INPUT_FILE,
+    NOT_NEGATIVE,
+    OUTPUT_FILE,
+    read_json_lines,
+    scenario_problem,
+)
 from reflex_localize.shell.fit_harness import (
     TrainingSet,
     examples_from_feedback,
@@ -20,26 +27,45 @@ from reflex_localize.shell.fit_harness import (
 )
 
 
+def _scenarios(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    """The named scenarios, each checked (default: every fault scenario of the library)."""
+    from reflex_localize.simulator import scenario_names
+
+    names = [name for name in value.split(",") if name]
+    for name in names:
+        problem = scenario_problem(name)
+        if problem:
+            raise click.BadParameter(problem)
+    return names or [name for name in scenario_names() if name.startswith("fault_")]
+
+
+def _verdict(line: str) -> tuple[str, str]:
+    row = json.loads(line)
+    return str(row["event_id"]), str(row["verdict"])
+
+
 @click.command()
 @click.option(
     "--scenarios",
     default="",
+    callback=_scenarios,
     help="Comma-separated simulator scenarios (default: every fault scenario of the library).",
 )
 @click.option(
     "--seed",
+    type=NOT_NEGATIVE,
     default=11,
     show_default=True,
     help="Seed for the training runs (eval uses 7: keep them apart).",
 )
 @click.option(
     "--events",
-    type=click.Path(exists=True, path_type=Path),
+    type=INPUT_FILE,
     help="events.jsonl of past events that operators judged.",
 )
 @click.option(
     "--feedback",
-    type=click.Path(exists=True, path_type=Path),
+    type=INPUT_FILE,
     help='JSONL of {"event_id": ..., "verdict": "confirmed"|"rejected"}.',
 )
 @click.option(
@@ -47,35 +73,34 @@ from reflex_localize.shell.fit_harness import (
     "out_path",
     default="reflex-weights.json",
     show_default=True,
-    type=click.Path(path_type=Path),
+    type=OUTPUT_FILE,
 )
 def command(
-    scenarios: str, seed: int, events: Path | None, feedback: Path | None, out_path: Path
+    scenarios: list[str], seed: int, events: Path | None, feedback: Path | None, out_path: Path
 ) -> None:
     """Fit evidence weights; use them with --weights (or REFLEX_WEIGHTS) in the flow."""
-    from reflex_localize.simulator import scenario_names
-
-    names = [n for n in scenarios.split(",") if n] or [
-        n for n in scenario_names() if n.startswith("fault_")
-    ]
+    judged_events: list[LocalizationEvent] = []
+    verdicts: dict[str, str] = {}
+    if events and feedback:  # read first: a bad line must not wait for the runs
+        verdicts = dict(read_json_lines(feedback, "--feedback", "a verdict", _verdict))
+        judged_events = read_json_lines(events, "--events", "an event", LocalizationEvent.from_json)
     data = TrainingSet()
     console = Console()
-    for name in names:
+    for name in scenarios:
         with console.status(f"collecting evidence: {name}"):
             examples_from_scenario(name, seed, data)
-    judged = 0
-    if events and feedback:
-        verdicts = {
-            row["event_id"]: row["verdict"]
-            for row in (json.loads(line) for line in feedback.read_text().splitlines() if line)
-        }
-        judged = examples_from_feedback(read_events(events), verdicts, data)
-    weights = fit_weights(data)
+    judged = examples_from_feedback(judged_events, verdicts, data)
+    try:
+        weights = fit_weights(data)
+    except ValueError as error:  # no faulty (or no healthy) example among these runs
+        raise click.BadParameter(
+            f"{','.join(scenarios)}: {error}", param_hint="'--scenarios'"
+        ) from None
     save_weights(
         weights,
         out_path,
         {
-            "scenarios": names,
+            "scenarios": scenarios,
             "seed": seed,
             "judged_events": judged,
             "examples": len(data.labels),

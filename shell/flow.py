@@ -21,46 +21,105 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
 from reflex_localize.influx.local_server import free_port
+from reflex_localize.shell.cli_checks import (
+    AT_LEAST_ONE,
+    NOT_NEGATIVE,
+    NOT_NEGATIVE_SECONDS,
+    OUTPUT_FOLDER,
+    POSITIVE_SECONDS,
+    check_token,
+    host_port,
+    input_problem,
+    scenario_problem,
+)
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
 
 FLOW = "reflex_localize.shell.flow_wiring:flow_from_env()"
 
 
+class FlowSource(click.ParamType):
+    """``influx``, ``file:PATH`` (a line-protocol file) or ``sim:SCENARIO[:SEED]``, checked
+    here: the flow's own processes would only fail on it with a panic.
+
+    >>> FlowSource().convert("sim:demo:7", None, None)
+    'sim:demo:7'
+    """
+
+    name = "source"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        problem = _source_problem(str(value))
+        if problem:
+            self.fail(problem, param, ctx)
+        return str(value)
+
+
+def _source_problem(value: str) -> str | None:
+    kind, _, rest = value.partition(":")
+    if kind == "influx" and not rest:
+        return None
+    if kind == "file" and rest:
+        problem = input_problem(Path(rest))
+        return f"{value}: {problem}" if problem else None
+    if kind == "sim" and rest:
+        scenario, _, seed = rest.partition(":")
+        if seed and not seed.isdigit():
+            return f"{value}: the seed {seed!r} is not a whole number >= 0"
+        return scenario_problem(scenario)  # a line that names the scenario
+    return f"{value}: expected influx, file:PATH or sim:SCENARIO[:SEED]"
+
+
+def _addresses(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return ";".join("{}:{}".format(*host_port(address)) for address in value.split(";"))
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
 @click.command(name="flow")
-@click.option("--source", "source", default="influx", show_default=True,
+@click.option("--source", type=FlowSource(), default="influx", show_default=True,
               help="influx, file:PATH.lp or sim:SCENARIO[:SEED].")  # fmt: skip
 @click.option("--sink", type=click.Choice(["influx", "files"]), default="influx",
               show_default=True, help="Results to InfluxDB, or to files.")  # fmt: skip
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("--out", type=OUTPUT_FOLDER, required=True,
               help="Output directory: files, errors.jsonl, spool, recovery.")  # fmt: skip
 @influx_options
 @click.option("--results-bucket", default="reflex", show_default=True)
 @click.option("--cluster", default="default", show_default=True, help="cluster tag of results.")
-@click.option("--shards", default=4, show_default=True,
+@click.option("--shards", type=AT_LEAST_ONE, default=4, show_default=True,
               help="Node shards (source partitions). Fixed for a deployment.")  # fmt: skip
-@click.option("--window", default=10.0, show_default=True, help="Window length in seconds.")
-@click.option("--lag", default=5.0, show_default=True,
+@click.option("--window", type=POSITIVE_SECONDS, default=10.0, show_default=True,
+              help="Window length in seconds.")  # fmt: skip
+@click.option("--lag", type=NOT_NEGATIVE_SECONDS, default=5.0, show_default=True,
               help="Influx source: seconds a window waits for late writes.")  # fmt: skip
-@click.option("--start-ns", type=int, help="Influx source, fresh start: first window (ns).")
-@click.option("--stop-ns", type=int, help="Influx source: stop here (a replay of the past).")
-@click.option("--recovery-dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--start-ns", type=NOT_NEGATIVE,
+              help="Influx source, fresh start: first window (ns).")  # fmt: skip
+@click.option("--stop-ns", type=NOT_NEGATIVE,
+              help="Influx source: stop here (a replay of the past).")  # fmt: skip
+@click.option("--recovery-dir", type=OUTPUT_FOLDER,
               help="Bytewax recovery partitions (default OUT/recovery).")  # fmt: skip
-@click.option("--recovery-parts", default=1, show_default=True,
+@click.option("--recovery-parts", type=AT_LEAST_ONE, default=1, show_default=True,
               help="Recovery partitions created on first start; cannot change later.")  # fmt: skip
 @click.option("--no-recovery", is_flag=True, help="Run without recovery (tests, benchmarks).")
-@click.option("-s", "--snapshot-interval", default=30, show_default=True,
+@click.option("-s", "--snapshot-interval", type=AT_LEAST_ONE, default=30, show_default=True,
               help="Seconds between recovery snapshots (the most a restart replays).")  # fmt: skip
-@click.option("-b", "--backup-interval", default=0, show_default=True,
+@click.option("-b", "--backup-interval", type=NOT_NEGATIVE, default=0, show_default=True,
               help="Seconds to keep old snapshots (set to your backup period).")  # fmt: skip
-@click.option("-w", "--workers", default=1, show_default=True, help="Workers per process.")
-@click.option("-p", "--processes", default=1, show_default=True,
+@click.option("-w", "--workers", type=AT_LEAST_ONE, default=1, show_default=True,
+              help="Workers per process.")  # fmt: skip
+@click.option("-p", "--processes", type=AT_LEAST_ONE, default=1, show_default=True,
               help="Processes on this host.")  # fmt: skip
-@click.option("-i", "--process-id", type=int, help="This process's index in a cluster.")
-@click.option("-a", "--addresses", help='Cluster addresses: "host0:port;host1:port".')
+@click.option("-i", "--process-id", type=NOT_NEGATIVE,
+              help="This process's index in a cluster.")  # fmt: skip
+@click.option("-a", "--addresses", callback=_addresses,
+              help='Cluster addresses: "host0:port;host1:port".')  # fmt: skip
 def command(
     source: str,
     sink: str,
@@ -84,12 +143,14 @@ def command(
     addresses: str | None,
 ) -> None:
     """Run the localization flow with recovery, on one or many processes and hosts."""
-    if (process_id is None) != (addresses is None):
-        raise click.UsageError("-i and -a go together")
-    if process_id is not None and processes > 1:
-        raise click.UsageError("use -p on one host, or -i/-a across hosts, not both")
+    _check_cluster(process_id, addresses, processes)
+    if start_ns is not None and stop_ns is not None and stop_ns <= start_ns:
+        raise click.BadParameter(
+            f"{stop_ns} is not after --start-ns {start_ns}", param_hint="'--stop-ns'"
+        )
     if "influx" in (sink, source):
-        influx.require(f"--source {source} --sink {sink}")  # a clear error before any process
+        # A clear error before any process; an InfluxDB that is down is waited for.
+        check_token(influx.require(f"--source {source} --sink {sink}"), service=True)
     out.mkdir(parents=True, exist_ok=True)
     env = {
         **influx.env,
@@ -121,6 +182,18 @@ def command(
     if process_id is not None:
         args += ["-i", str(process_id), "-a", str(addresses)]
     os.execve(sys.executable, args, env)
+
+
+def _check_cluster(process_id: int | None, addresses: str | None, processes: int) -> None:
+    if (process_id is None) != (addresses is None):
+        raise click.UsageError("-i and -a go together")
+    if process_id is None or addresses is None:
+        return
+    if processes > 1:
+        raise click.UsageError("use -p on one host, or -i/-a across hosts, not both")
+    count = len(addresses.split(";"))
+    if process_id >= count:
+        raise click.UsageError(f"-i {process_id}: -a names {count} address(es), -i counts from 0")
 
 
 def ensure_recovery_dir(directory: Path, parts: int) -> None:

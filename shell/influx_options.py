@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 
@@ -74,16 +75,30 @@ class InfluxOptions:
         return self.config().influx
 
     def require(self, what: str = "this command") -> InfluxSettings:
-        """The settings, or a clear error when no URL or no token is configured."""
+        """The settings, or a clear error when no URL, no http(s) URL or no token is configured."""
         settings = self.settings()
         if not settings.url:
             raise click.UsageError(f"{what} needs InfluxDB: --influx-url or REFLEX_INFLUX_URL")
+        if not _is_http_url(settings.url):
+            raise click.UsageError(
+                f"InfluxDB URL {settings.url!r} (--influx-url, REFLEX_INFLUX_URL or [influx] url): "
+                "expected http://HOST:PORT or https://HOST:PORT"
+            )
         if not settings.token:
             raise click.UsageError(
                 f"{what} needs a token: --token-file, REFLEX_INFLUX_TOKEN_FILE or "
                 "REFLEX_INFLUX_TOKEN"
             )
         return settings
+
+
+def _is_http_url(url: str) -> bool:
+    address = urlsplit(url)
+    try:
+        _ = address.port  # raises for a port that is not a number from 0 to 65535
+    except ValueError:
+        return False
+    return address.scheme in ("http", "https") and bool(address.hostname)
 
 
 def influx_options(command: Callable[..., Any]) -> Callable[..., Any]:

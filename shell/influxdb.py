@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from reflex_localize.influx.local_server import start_influxdb
+from reflex_localize.influx.local_server import InfluxServerError, start_influxdb
+from reflex_localize.shell.cli_checks import INFLUXD, OUTPUT_FOLDER, PORT
 
 
 @click.group("influxdb")
@@ -17,19 +18,23 @@ def command() -> None:
 
 
 @command.command("start")
-@click.option("--port", type=int, default=None, help="Port on 127.0.0.1 (default: a free one).")
+@click.option("--port", type=PORT, default=None, help="Port on 127.0.0.1 (default: a free one).")
 @click.option(
     "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OUTPUT_FOLDER,
     default=None,
     help="Keep the data here across runs (default: a temporary directory, removed on exit).",
 )
-@click.option("--binary", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--binary", type=INFLUXD, default=None)
 def start(port: int | None, data_dir: Path | None, binary: Path | None) -> None:
     """Starts InfluxDB and prints what a collector or flow needs to reach it; Ctrl-C stops it."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with start_influxdb(binary, data_dir, port=port) as server:
+    try:
+        server = start_influxdb(binary, data_dir, port=port)
+    except InfluxServerError as error:
+        raise click.ClickException(str(error)) from None
+    with server:
         # The token is printed on purpose: this is the user's own throwaway local database.
         click.echo(f"REFLEX_INFLUX_URL={server.url}")
         click.echo(f"REFLEX_INFLUX_TOKEN={server.token}")

@@ -12,23 +12,26 @@ from reflex_localize.flows.runner import run_in_process
 from reflex_localize.flows.sinks import event_json
 from reflex_localize.flows.sources import LineProtocolSource
 from reflex_localize.flows.weights import load_weights
+from reflex_localize.shell.cli_checks import (
+    INPUT_FILE,
+    NOT_NEGATIVE,
+    OUTPUT_FILE,
+    POSITIVE_SECONDS,
+    SCENARIO,
+    short_reason,
+)
 from reflex_localize.shell.simulated_source import SimulatorSource
 
 
 @click.command()
-@click.option("--scenario", help="Simulated scenario name from the library.")
-@click.option(
-    "--replay", type=click.Path(exists=True, path_type=Path), help="A line-protocol file to replay."
-)
-@click.option("--seed", default=7, show_default=True)
-@click.option("--window", default=10.0, show_default=True, help="Window length in seconds.")
-@click.option("--events-out", type=click.Path(path_type=Path), help="Write events as JSONL.")
-@click.option(
-    "--weights",
-    "weights_path",
-    type=click.Path(exists=True, path_type=Path),
-    help="Evidence weights refit by `reflex fit`.",
-)
+@click.option("--scenario", type=SCENARIO, help="Simulated scenario name from the library.")
+@click.option("--replay", type=INPUT_FILE, help="A line-protocol file to replay.")
+@click.option("--seed", type=NOT_NEGATIVE, default=7, show_default=True)
+@click.option("--window", type=POSITIVE_SECONDS, default=10.0, show_default=True,
+              help="Window length in seconds.")  # fmt: skip
+@click.option("--events-out", type=OUTPUT_FILE, help="Write events as JSONL.")
+@click.option("--weights", "weights_path", type=INPUT_FILE,
+              help="Evidence weights refit by `reflex fit`.")  # fmt: skip
 def command(
     scenario: str | None,
     replay: Path | None,
@@ -47,7 +50,7 @@ def command(
         source = LineProtocolSource(replay, 1, window)
     config = JobConfig(window_seconds=window)
     if weights_path is not None:
-        config.weights = load_weights(weights_path)
+        config.weights = _weights(weights_path)
     result = run_in_process(source, window_seconds=window, job_config=config)
     console = Console()
     for event in result.events:
@@ -58,3 +61,13 @@ def command(
         )
     if events_out:
         events_out.write_text("".join(event_json(e) + "\n" for e in result.events))
+
+
+def _weights(path: Path) -> dict[str, dict[str, float]]:
+    try:
+        return load_weights(path)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise click.BadParameter(
+            f"{path}: not weights from `reflex fit`: {short_reason(error)}",
+            param_hint="'--weights'",
+        ) from None

@@ -15,31 +15,34 @@ import dataclasses
 from pathlib import Path
 
 import click
-from influxdb_client.rest import ApiException
-from urllib3.exceptions import HTTPError
 
 from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.sinks import read_events
+from reflex_localize.shell.cli_checks import (
+    INPUT_FILE,
+    OUTPUT_FOLDER,
+    POSITIVE_SECONDS,
+    influx_refusals,
+    read_json_lines,
+    short_reason,
+)
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
 from reflex_localize.shell.report_html import build_report
 from reflex_localize.shell.report_sources import InfluxSource, ReplaySource, TimelineSource
 
-_EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
-
 
 @click.command(name="report")
 @click.argument("event_id")
-@click.option("--events", "events_path", type=_EXISTING_FILE, required=True,
+@click.option("--events", "events_path", type=INPUT_FILE, required=True,
               help="events.jsonl written by the flow.")  # fmt: skip
-@click.option("--replay", type=_EXISTING_FILE,
+@click.option("--replay", type=INPUT_FILE,
               help="Line-protocol file holding the telemetry (else: from InfluxDB).")  # fmt: skip
 @influx_options
 @click.option("--results-bucket", default="reflex", show_default=True,
               help="Bucket of the flow's outputs (its stored baselines).")  # fmt: skip
-@click.option("--timeout", "timeout_s", default=30.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=POSITIVE_SECONDS, default=30.0, show_default=True,
               help="Seconds allowed per InfluxDB query.")  # fmt: skip
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("reports"), show_default=True)  # fmt: skip
+@click.option("--out", "out_dir", type=OUTPUT_FOLDER, default=Path("reports"),
+              show_default=True)  # fmt: skip
 def command(
     event_id: str,
     events_path: Path,
@@ -50,14 +53,15 @@ def command(
     out_dir: Path,
 ) -> None:
     """Rebuild the report of EVENT_ID (or a unique prefix of it) as HTML and PNG."""
-    event = find_event(read_events(events_path), event_id)
+    events = read_json_lines(events_path, "--events", "an event", LocalizationEvent.from_json)
+    event = find_event(events, event_id)
     source = _source(replay, influx, results_bucket, timeout_s)
     try:
-        html_path, png_path = build_report(event, source, out_dir)
-    except (ApiException, HTTPError, OSError) as error:
-        # Only the status and reason: a response body or a request repr could echo headers.
-        reason = getattr(error, "reason", None) or type(error).__name__
-        raise click.ClickException(f"cannot read the telemetry: {reason}") from None
+        with influx_refusals(source.settings.url if isinstance(source, InfluxSource) else ""):
+            html_path, png_path = build_report(event, source, out_dir)
+    except OSError as error:  # the replay file, or the report's own files
+        where = error.filename or out_dir
+        raise click.ClickException(f"{where}: {short_reason(error)}") from None
     click.echo(f"{html_path}\n{png_path}")
 
 

@@ -23,6 +23,15 @@ import click
 from reflex_localize.influx.writer import Writer
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.schemas.frame_codec import encode_frame
+from reflex_localize.shell.cli_checks import (
+    AT_LEAST_ONE,
+    NOT_NEGATIVE,
+    OUTPUT_FILE,
+    SCENARIO,
+    check_output,
+    check_token,
+    influx_refusals,
+)
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
 from reflex_localize.simulator.faults import fault_types
 from reflex_localize.simulator.scenario import load_scenario, scale_scenario, scenario_names
@@ -32,18 +41,17 @@ MAX_GPUS = 10_000
 
 
 @click.command(name="simulate")
-@click.argument("scenario", required=False)
-@click.option("--seed", default=0, show_default=True, help="Seed: same seed, same telemetry.")
+@click.argument("scenario", type=SCENARIO, required=False)
+@click.option("--seed", type=NOT_NEGATIVE, default=0, show_default=True,
+              help="Seed: same seed, same telemetry.")  # fmt: skip
 @click.option("--scale", type=click.IntRange(1, MAX_GPUS), help="Resize the cluster to ~GPUS GPUs.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Line-protocol file (default: stdout).")  # fmt: skip
-@click.option("--truth", type=click.Path(dir_okay=False, path_type=Path),
-              help="Ground-truth JSON label file.")  # fmt: skip
+@click.option("--out", type=OUTPUT_FILE, help="Line-protocol file (default: stdout).")
+@click.option("--truth", type=OUTPUT_FILE, help="Ground-truth JSON label file.")
 @influx_options
 @click.option("--spool-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path(".reflex-spool/simulate"), show_default=True,
               help="Where undelivered batches wait for InfluxDB.")  # fmt: skip
-@click.option("--chunk-seconds", default=10, show_default=True, type=click.IntRange(1),
+@click.option("--chunk-seconds", default=10, show_default=True, type=AT_LEAST_ONE,
               help="Simulated seconds generated per batch.")  # fmt: skip
 @click.option("--list", "list_only", is_flag=True, help="List scenarios and fault types.")
 def command(
@@ -62,19 +70,21 @@ def command(
         click.echo("scenarios:   " + " ".join(scenario_names()))
         click.echo("fault types: " + " ".join(fault_types()))
         return
-    try:
-        loaded = load_scenario(scenario)
-    except (KeyError, FileNotFoundError, ValueError) as error:
-        raise click.ClickException(str(error)) from None
+    settings = None
+    if "REFLEX_INFLUX_URL" in influx.flags:
+        check_output(spool_dir, "--spool-dir", folder=True)
+        settings = influx.require("reflex simulate --influx-url")
+        check_token(settings)
+    loaded = load_scenario(scenario)  # SCENARIO has loaded it once already
     if scale:
         loaded = scale_scenario(loaded, scale)
     sim = Simulation(loaded, seed=seed)
     if truth:
         sim.write_truth(truth)
     started = time.perf_counter()
-    if "REFLEX_INFLUX_URL" in influx.flags:
-        writer = Writer.from_settings(influx.require("reflex simulate --influx-url"), spool_dir)
-        points = _to_influx(sim, chunk_seconds, out, writer)
+    if settings is not None:
+        with influx_refusals(settings.url):
+            points = _to_influx(sim, chunk_seconds, out, Writer.from_settings(settings, spool_dir))
     else:
         with out.open("w") if out else _stdout() as sink:
             points = write_lines(sim, sink, chunk_seconds)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import click
 
-from reflex_localize.influx.local_server import start_influxdb
+from reflex_localize.influx.local_server import InfluxServerError, start_influxdb
 from reflex_localize.influx.writer import Writer
+from reflex_localize.shell.cli_checks import INFLUXD
 from reflex_localize.shell.sample_points import sample_points
 
 # Flux's range() stops at now() by default; the sample points sit in 2023, this covers them all.
@@ -45,10 +46,13 @@ def run_smoke(binary: Path | None = None) -> dict[str, tuple[int, int]]:
 
 
 @click.command("smoke")
-@click.option("--binary", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--binary", type=INFLUXD, default=None)
 def command(binary: Path | None) -> None:
     """Start InfluxDB, write every measurement family, read it back with Flux."""
-    results = run_smoke(binary)
+    try:
+        results = run_smoke(binary)
+    except InfluxServerError as error:
+        raise click.ClickException(str(error)) from None
     for name, (written, read) in results.items():
         click.echo(f"{name:<18} written {written:>3}  read back {read:>3}")
     if any(written != read for written, read in results.values()):

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from reflex_localize.influx.tokens import ROLES, TokenError, create_token
+from reflex_localize.shell.cli_checks import OUTPUT_FILE, check_token, influx_refusals
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
 
 
@@ -38,16 +39,18 @@ def command() -> None:
 )
 @click.option(
     "--out",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OUTPUT_FILE,
     help="Write the token to this file (mode 600) instead of standard output.",
 )
 def create(influx: InfluxOptions, role: str, results_bucket: str, out: Path | None) -> None:
     """Create a token with only what ROLE needs (the operator's token makes it)."""
     operator = influx.require("reflex tokens create")
+    check_token(operator)
     try:
-        token = create_token(
-            operator, role, telemetry_bucket=operator.bucket, results_bucket=results_bucket
-        )
+        with influx_refusals(operator.url):
+            token = create_token(
+                operator, role, telemetry_bucket=operator.bucket, results_bucket=results_bucket
+            )
     except TokenError as error:
         raise click.ClickException(str(error)) from None
     if out is None:
