@@ -477,7 +477,9 @@ class JobState:
             component,
             index,
             round(self.compound.get(entity), 3),
-            [evidence, *[e for e in self.book.notes(entity) if e.signal != STEP_SIGNAL][:5]],
+            # The cause first (low clocks, a throttle) where the agent saw one; the symptom,
+            # the slow steps, after it (alone on a hook-only cluster).
+            [*[e for e in self.book.notes(entity) if e.signal != STEP_SIGNAL][:5], evidence],
         )
         if end_ns - self.last_event_ns < self.config.cooldown_s * 1e9 and not self._new_incident(
             None, lead, lead_is_new=node not in self.last_event_nodes

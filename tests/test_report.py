@@ -70,8 +70,8 @@ def demo() -> Demo:
 
 
 def test_the_flow_gives_one_event_of_each_kind(demo: Demo) -> None:
-    assert demo.event("regression").top is not None
-    assert demo.event("regression", hardware=False).top is None
+    assert demo.event("straggler").top is not None  # the fail-slow GPU, found step by step
+    assert demo.event("step_pattern", hardware=False).top is None  # the imbalance
     assert demo.event("explicit").top.role == "root"  # type: ignore[union-attr]
 
 
@@ -94,7 +94,7 @@ def _check_page(event: LocalizationEvent, html_path: Path, png_path: Path) -> No
 
 
 def test_fail_slow_gpu_stands_out_from_peers_and_its_own_baseline(demo: Demo) -> None:
-    event = demo.event("regression")
+    event = demo.event("straggler")
     data = gather(event, FrameSource(demo.frames), 10.0)
     clocks = data.timelines[0]
     assert (clocks.signal, clocks.entity) == ("sm_clock_low", event.top.entity)  # type: ignore[union-attr]
@@ -111,7 +111,7 @@ def test_fail_slow_gpu_stands_out_from_peers_and_its_own_baseline(demo: Demo) ->
 
 
 def test_no_hardware_event_shows_the_slow_pipeline_stage(demo: Demo, tmp_path: Path) -> None:
-    event = demo.event("regression", hardware=False)
+    event = demo.event("step_pattern", hardware=False)
     data = gather(event, FrameSource(demo.frames), 10.0)
     stages = data.stages
     assert stages is not None and not data.timelines
@@ -193,7 +193,7 @@ def replay_file(demo: Demo, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_replay_file_gives_the_same_timelines_as_frames(demo: Demo, replay_file: Path) -> None:
-    event = demo.event("regression")
+    event = demo.event("straggler")
     replay = ReplaySource(replay_file)
     from_file, from_memory = (
         gather(event, replay, 10.0),
@@ -298,12 +298,12 @@ def _dom(chromium: Path, page: Path, tmp_path: Path) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("trigger", ["regression", "explicit", "no-hardware"])
+@pytest.mark.parametrize("trigger", ["straggler", "explicit", "no-hardware"])
 def test_report_renders_in_chromium(
     chromium: Path, demo: Demo, tmp_path: Path, trigger: str
 ) -> None:
     event = (
-        demo.event("regression", hardware=False)
+        demo.event("step_pattern", hardware=False)
         if trigger == "no-hardware"
         else demo.event(trigger)
     )
@@ -353,7 +353,7 @@ def _write(server: InfluxServer, bucket: str, lines: list[str]) -> None:
 def test_report_from_influxdb_uses_the_flows_stored_baseline(
     influx: InfluxServer, influx_bucket: str, demo: Demo, tmp_path: Path
 ) -> None:
-    event = demo.event("regression")
+    event = demo.event("straggler")
     top = event.top
     assert top is not None
     start = event.time_ns - 420 * 10**9
