@@ -86,7 +86,7 @@ class StepPeers:
     z_needed: float = 4.0  # ...and standing out from the job's spread by this many spreads
     min_spread: float = 0.02
     stage_excess: float = 0.15  # a stage this much slower than the others on all its ranks
-    data_spread: float = 0.10  # step-to-step spread of the job's compute that says "the data"
+    data_spread: float = 0.15  # step-to-step spread of the job's compute that says "the data"
     pattern_steps: int = 4  # steps judged before the job's pattern is told (and re-told)
     max_pending: int = 8  # steps kept waiting for a late rank (bounded memory)
     pending: dict[int, dict[int, float]] = field(default_factory=dict)  # step -> rank -> compute
@@ -94,6 +94,7 @@ class StepPeers:
     streak: dict[int, int] = field(default_factory=dict)
     since: dict[int, int] = field(default_factory=dict)
     reported: set[int] = field(default_factory=set)
+    was_normal: set[int] = field(default_factory=set)  # ranks seen keeping up with peers
     judged: int = 0
     stage_levels: list[dict[int, float]] = field(default_factory=list)  # recent steps
     rank_ratios: list[dict[int, float]] = field(default_factory=list)  # recent steps
@@ -136,16 +137,21 @@ class StepPeers:
         for rank, r, zz in zip(ranks, ratio.tolist(), z.tolist(), strict=True):
             slow = np.isfinite(r) and r >= 1 + self.min_excess and zz >= self.z_needed
             if not slow:
+                self.was_normal.add(rank)
                 self.streak.pop(rank, None)
                 self.since.pop(rank, None)
                 self.reported.discard(rank)
                 continue
             self.streak[rank] = self.streak.get(rank, 0) + 1
             since = self.since.setdefault(rank, time_ns)
-            # A marginal slowdown must hold twice as long before it is told: noise and a
-            # neighbour's trouble push a healthy rank 10-20% over for a step or two.
-            needed = self.streak_steps * (1 if r >= 1 + self.clear_excess else 2)
-            if self.streak[rank] >= needed and rank not in self.reported:
+            # A marginal slowdown must hold twice as long before it is told (noise and a
+            # neighbour's trouble push a healthy rank 10-20% over for a step or two), and must
+            # have begun during the job: a part a little slow since the job's first step is
+            # as likely a quirk of that part as a fault, and only a clear one is told then.
+            clear = r >= 1 + self.clear_excess
+            needed = self.streak_steps * (1 if clear else 2)
+            told = clear or rank in self.was_normal
+            if self.streak[rank] >= needed and told and rank not in self.reported:
                 self.reported.add(rank)
                 findings.append(
                     StepFinding("straggler", rank, float(r), float(zz), self.streak[rank], since)
@@ -171,7 +177,7 @@ class StepPeers:
         """Ranks well above their peers in some steps, a different one each time, on
         different nodes: per-rank data (sequence lengths). A slow rank would be slow step
         after step, and a sick node's ranks all sit on that node."""
-        recent = self.rank_ratios[-self.pattern_steps :]
+        recent = self.rank_ratios[-2 * self.pattern_steps :]
         slow = Counter(
             rank
             for ratios in recent
@@ -200,8 +206,13 @@ class StepPeers:
             if excess >= self.stage_excess:
                 finding = StepFinding("stage", ratio=1 + excess, steps=len(recent), stage=worst)
                 return ("stage", worst, finding)
-        totals = np.array([float(np.median(list(levels.values()))) for levels in recent])
+        # "The data" needs a longer look than a stage: one congestion episode or checkpoint
+        # moves a step or two, not eight.
+        longer = self.stage_levels[-2 * self.pattern_steps :]
+        totals = np.array([float(np.median(list(levels.values()))) for levels in longer])
         spread = float(np.std(totals) / np.mean(totals)) if totals.mean() > 0 else 0.0
+        if len(longer) < 2 * self.pattern_steps:
+            return None
         if spread >= self.data_spread or self._slowest_rotates(members):
             finding = StepFinding("data", ratio=1 + spread, steps=len(recent))
             return ("data", -1, finding)
