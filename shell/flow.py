@@ -11,10 +11,15 @@ cluster across hosts with ``-i K -a "host0:port;host1:port"`` (see docs/flow-clu
 
 reflex flow --source influx --sink influx --out /var/lib/reflex/flow --config reflex.toml
 reflex flow --source sim:demo --sink files --out /tmp/flow -p 2
+
+A run that ends (a file, the simulator, InfluxDB up to --stop-ns) prints a table of what it
+rejected, by where and reason, from OUT/errors.jsonl; a live run exports the same counts as
+``reflex_rejects`` points.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -24,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from reflex_localize.influx.local_server import free_port
 from reflex_localize.shell.cli_checks import (
@@ -38,8 +44,10 @@ from reflex_localize.shell.cli_checks import (
     scenario_problem,
 )
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
+from reflex_localize.shell.reject_summary import read_reject_counts, reject_table
 
 FLOW = "reflex_localize.shell.flow_wiring:flow_from_env()"
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 class FlowSource(click.ParamType):
@@ -178,10 +186,22 @@ def command(
             directory.mkdir(parents=True, exist_ok=True)
         args += ["-r", str(directory), "-s", str(snapshot_interval), "-b", str(backup_interval)]
     if processes > 1:
-        sys.exit(run_local_cluster(args, processes, env))
+        status = run_local_cluster(args, processes, env)
+        _print_rejects(out)
+        sys.exit(status)
     if process_id is not None:
         args += ["-i", str(process_id), "-a", str(addresses)]
-    os.execve(sys.executable, args, env)
+    if source == "influx" and stop_ns is None:
+        os.execve(sys.executable, args, env)  # runs until stopped: its rejects go to InfluxDB
+    status = run_children([args], env)  # a run that ends: its rejects are totalled after it
+    _print_rejects(out)
+    sys.exit(status)
+
+
+def _print_rejects(out: Path) -> None:
+    counts = read_reject_counts(out / "errors.jsonl")
+    if counts:
+        Console(stderr=True).print(reject_table(counts))
 
 
 def _check_cluster(process_id: int | None, addresses: str | None, processes: int) -> None:
@@ -209,14 +229,23 @@ def ensure_recovery_dir(directory: Path, parts: int) -> None:
 
 
 def run_local_cluster(args: list[str], processes: int, env: dict[str, str]) -> int:
-    """Runs ``processes`` Bytewax processes on loopback; if one fails, stops the rest.
-
-    Returns the first non-zero exit status, else 0. SIGTERM and SIGINT are passed on.
-    """
+    """Runs ``processes`` Bytewax processes on loopback; see :func:`run_children`."""
     addresses = ";".join(f"127.0.0.1:{free_port()}" for _ in range(processes))
+    return run_children([[*args, "-i", str(i), "-a", addresses] for i in range(processes)], env)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the parent dies, so that a `reflex flow`
+    killed outright (kill -9, the OOM killer) leaves no flow running on behind it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def run_children(commands: list[list[str]], env: dict[str, str]) -> int:
+    """Runs the commands (Bytewax processes); if one fails, stops the rest. Returns the first
+    non-zero exit status, else 0. SIGTERM and SIGINT are passed on."""
     children = [
-        subprocess.Popen([*args, "-i", str(index), "-a", addresses], env=env)
-        for index in range(processes)
+        subprocess.Popen(command, env=env, preexec_fn=_die_with_parent) for command in commands
     ]
 
     def forward(signum: int, frame: object) -> None:

@@ -20,6 +20,7 @@ from reflex_localize.shell.cli_checks import (
     SCENARIO,
     short_reason,
 )
+from reflex_localize.shell.reject_summary import reject_counts, reject_table
 from reflex_localize.shell.simulated_source import SimulatorSource
 
 
@@ -56,9 +57,7 @@ def command(
     for event in result.events:
         console.print(f"[bold]{event.trigger}[/] {event.job}: {event.summary} -> {event.action}")
     if result.errors:
-        console.print(
-            f"[yellow]{len(result.errors)} records rejected:[/] {dict(result.error_counts)}"
-        )
+        console.print(reject_table(reject_counts(result.errors)))
     if events_out:
         events_out.write_text("".join(event_json(e) + "\n" for e in result.events))
 
