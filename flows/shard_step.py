@@ -23,6 +23,7 @@ from reflex_localize.flows.messages import (
 )
 from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, CounterMemory, derive
 from reflex_localize.schemas.codec import Point
+from reflex_localize.schemas.contract import load_schema
 from reflex_localize.schemas.frame import Frame, validate_frame
 from reflex_localize.schemas.hardware_profiles import generic_xids, load_profiles
 
@@ -84,9 +85,12 @@ class ShardState:
         """Returns ``(route, item)`` pairs: route is a job name, "points" or "error"."""
         out: list[tuple[str, object]] = []
         frames = []
+        carried = 0
         for frame in batch.frames:
-            good, bad = validate_frame(frame)
+            good, bad = validate_frame(frame, carry_tags=True)
             frames.append(good)
+            if _has_foreign_tags(good):
+                carried += len(good)
             out.extend(
                 ("error", ErrorRecord("validate", error.code, f"{error}; {point!r}"[:300]))
                 for point, error in bad
@@ -148,6 +152,11 @@ class ShardState:
             )
         for job in ended:
             self.members.pop(job, None)
+        if carried:  # counted, not errors: exported beside the rejects
+            tags = {"cluster": self.config.cluster, "where": "carried", "reason": "foreign_tag"}
+            out.append(
+                ("points", [Point("reflex_rejects", tags, {"records": carried}, batch.end_ns)])
+            )
         self.windows_seen += 1
         if self.windows_seen % self.config.baseline_every == 0:
             out.append(("points", self._baseline_points(batch.end_ns)))
@@ -346,3 +355,8 @@ def _reporting_nodes(frames: list[Frame]) -> set[str]:
         if len(frame) and "node" in frame.tags:
             nodes.update(np.unique(frame.tags["node"]).tolist())
     return nodes
+
+
+def _has_foreign_tags(frame: Frame) -> bool:
+    declared = load_schema().measurements.get(frame.measurement)
+    return declared is not None and bool(set(frame.tags) - set(declared.tags))

@@ -315,7 +315,7 @@ class _Replay:
         if owner >= 0 and owner != self.index:
             return  # another shard's line: only its time was needed
         try:
-            point = decode(line)
+            point = decode(line, carry_tags=True)  # a Telegraf host tag is no reason to refuse
         except Exception as error:
             if counted:
                 code = error.code if isinstance(error, PointError) else "unparseable"

@@ -53,8 +53,11 @@ class Point:
     time_ns: int
 
 
-def validate(point: Point, schema: Schema | None = None) -> Point:
-    """Returns ``point`` with int values in float fields made floats; raises PointError."""
+def validate(point: Point, schema: Schema | None = None, *, carry_tags: bool = False) -> Point:
+    """Returns ``point`` with int values in float fields made floats; raises PointError.
+
+    ``carry_tags``: a tag the schema does not declare (Telegraf's ``host``, a site's ``rack``)
+    is carried instead of refused, as readers of the world's data must; writers refuse it."""
     schema = schema or load_schema()
     name = point.measurement
     if name not in schema.measurements:
@@ -62,7 +65,7 @@ def validate(point: Point, schema: Schema | None = None) -> Point:
     spec = schema.measurements[name]
     for tag in spec.tags:
         checked_tag_value(point.tags.get(tag), name, tag)
-    for tag in point.tags:
+    for tag in () if carry_tags else point.tags:
         if tag not in spec.tags:
             raise PointError("undeclared tag", name, tag, code="undeclared_tag")
     if not point.fields:
@@ -294,8 +297,9 @@ def _parse_pairs(section: str, *, values: bool) -> dict:
     return out
 
 
-def decode(line: str, schema: Schema | None = None) -> Point:
-    """Parses one line of line protocol into a validated Point; raises PointError."""
+def decode(line: str, schema: Schema | None = None, *, carry_tags: bool = False) -> Point:
+    """Parses one line of line protocol into a validated Point; raises PointError.
+    ``carry_tags`` as for :func:`validate`."""
     line = line.rstrip("\n")
     if not line or line.isspace():
         raise PointError("empty line", code="empty_line")
@@ -336,7 +340,8 @@ def decode(line: str, schema: Schema | None = None) -> Point:
             "a timestamp is required (Reflex never relies on server time)", measurement,
             code="no_timestamp",
         )  # fmt: skip
-    return validate(_coerce(Point(measurement, tags, fields, time_ns), schema), schema)
+    point = _coerce(Point(measurement, tags, fields, time_ns), schema)
+    return validate(point, schema, carry_tags=carry_tags)
 
 
 def _coerce(point: Point, schema: Schema | None) -> Point:

@@ -98,9 +98,10 @@ def _dtype(kind: str) -> type:
 
 
 def validate_frame(
-    frame: Frame, schema: Schema | None = None
+    frame: Frame, schema: Schema | None = None, *, carry_tags: bool = False
 ) -> tuple[Frame, list[tuple[Point | None, PointError]]]:
-    """Returns the rows that obey the schema, and each rejected row with its reason."""
+    """Returns the rows that obey the schema, and each rejected row with its reason.
+    ``carry_tags``: undeclared tag columns are carried, not refused (see codec.validate)."""
     schema = schema or load_schema()
     try:
         spec = schema.measurement(frame.measurement)
@@ -109,7 +110,7 @@ def validate_frame(
             "undeclared measurement", frame.measurement, code="undeclared_measurement"
         )
         return frame.take(np.zeros(len(frame), dtype=bool)), [(None, undeclared)] * len(frame)
-    problem = _column_problem(frame, schema)
+    problem = _column_problem(frame, schema, carry_tags)
     if problem is not None:
         return frame.take(np.zeros(len(frame), dtype=bool)), [(None, problem)] * len(frame)
     bad = np.zeros(len(frame), dtype=bool)
@@ -164,13 +165,13 @@ def _tag_problem(value: object, measurement: str, tag: str) -> PointError | None
     return None
 
 
-def _column_problem(frame: Frame, schema: Schema) -> PointError | None:
+def _column_problem(frame: Frame, schema: Schema, carry_tags: bool) -> PointError | None:
     spec = schema.measurement(frame.measurement)
     m = frame.measurement
     for name in spec.tags:
         if name not in frame.tags:
             return PointError("missing or empty tag", m, name, code="missing_tag")
-    for name in frame.tags:
+    for name in () if carry_tags else frame.tags:
         if name not in spec.tags:
             return PointError("undeclared tag", m, name, code="undeclared_tag")
     if not frame.fields:

@@ -173,3 +173,25 @@ def test_reject_counts_are_exported_as_points(clean_lines: list[str], tmp_path: 
 
     result = run_in_process(LineProtocolSource(path, 1, 10.0), on_output=collect)
     assert exported == result.error_counts == Counter({"timestamp_in_seconds": 3})
+
+
+def test_a_telegraf_host_tag_on_every_line_is_carried(
+    clean_lines: list[str], clean_run: RunResult, tmp_path: Path
+) -> None:
+    """Telegraf adds host= to every point. Once the schema refused them all (0 events for an
+    XID 79 that, clean, gives one); now the tag is carried and counted."""
+    tagged = [line.replace(",", ",host=telegraf-7,", 1) for line in clean_lines]
+    path = tmp_path / "tagged.lp"
+    path.write_text("\n".join(tagged) + "\n")
+    carried = Counter[str]()
+
+    def collect(route: str, item: object) -> None:
+        if route == "points":
+            for point in item:  # type: ignore[attr-defined]
+                if point.measurement == "reflex_rejects" and point.tags["where"] == "carried":
+                    carried[point.tags["reason"]] += int(point.fields["records"])
+
+    result = run_in_process(LineProtocolSource(path, 1, 10.0), on_output=collect)
+    assert not result.errors, result.error_counts
+    assert [e.event_id for e in result.events] == [e.event_id for e in clean_run.events]
+    assert carried == Counter({"foreign_tag": len(tagged)})
