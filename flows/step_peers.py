@@ -81,7 +81,7 @@ class StepPeers:
     """Per job: compute time per rank and step, judged per step. See the module docstring."""
 
     streak_steps: int = 3
-    min_excess: float = 0.10  # slower than its peers by at least this much...
+    min_excess: float = 0.15  # slower than its peers by at least this much...
     clear_excess: float = 0.25  # ...and told after streak_steps when this much (else twice)
     z_needed: float = 4.0  # ...and standing out from the job's spread by this many spreads
     min_spread: float = 0.02
@@ -144,12 +144,12 @@ class StepPeers:
                 continue
             self.streak[rank] = self.streak.get(rank, 0) + 1
             since = self.since.setdefault(rank, time_ns)
-            # A marginal slowdown must hold twice as long before it is told (noise and a
+            # A marginal slowdown must hold three times as long before it is told (noise and a
             # neighbour's trouble push a healthy rank 10-20% over for a step or two), and must
             # have begun during the job: a part a little slow since the job's first step is
             # as likely a quirk of that part as a fault, and only a clear one is told then.
             clear = r >= 1 + self.clear_excess
-            needed = self.streak_steps * (1 if clear else 2)
+            needed = self.streak_steps * (1 if clear else 3)
             told = clear or rank in self.was_normal
             if self.streak[rank] >= needed and told and rank not in self.reported:
                 self.reported.add(rank)
@@ -185,6 +185,14 @@ class StepPeers:
             if np.isfinite(ratio) and ratio >= 1 + 2 * self.min_excess
         )
         if len(slow) < 2 or max(slow.values()) > len(recent) // 2:
+            return False
+        # The data is there every step; a benign episode (a busy host, a congested port) now
+        # and then on one node or another is not.
+        steps_with_slow = sum(
+            any(np.isfinite(x) and x >= 1 + 2 * self.min_excess for x in ratios.values())
+            for ratios in recent
+        )
+        if steps_with_slow < 0.75 * len(recent):
             return False
         nodes = Counter(members[r].node if r in members else "" for r in slow.elements())
         return len(nodes) >= 2 and max(nodes.values()) <= sum(nodes.values()) // 2
