@@ -82,7 +82,7 @@ class StepPeers:
 
     streak_steps: int = 3
     min_excess: float = 0.15  # slower than its peers by at least this much...
-    clear_excess: float = 0.25  # ...and told after streak_steps when this much (else twice)
+    clear_excess: float = 0.25  # ...told after streak_steps when this much (else 3x as many)
     z_needed: float = 4.0  # ...and standing out from the job's spread by this many spreads
     min_spread: float = 0.02
     stage_excess: float = 0.15  # a stage this much slower than the others on all its ranks
