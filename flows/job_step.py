@@ -279,8 +279,8 @@ class JobState:
 
     def _stage_sick(self, finding: StepFinding) -> str | None:
         """A stage slower on all its ranks is partitioning, unless its ranks sit on few nodes
-        and one of those nodes' parts deviates from its peers in its hardware telemetry (a
-        node in power brake handed the last stage): then the entity to blame, else None."""
+        and most of its GPUs deviate from their peers in a slowing signal (a node in power
+        brake handed the last stage): then the entity to blame, else None."""
         if finding.kind != "stage":
             return None
         nodes = {i.node for i in self.members.values() if i.pp_rank == finding.stage}
