@@ -35,6 +35,7 @@ from reflex_localize.shell.cli_checks import (
 from reflex_localize.shell.demo_view import DemoView
 from reflex_localize.shell.eval_harness import LabelMatch, match_labels
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
+from reflex_localize.shell.reject_summary import reject_counts, reject_table
 from reflex_localize.shell.simulated_source import simulated_windows
 
 WINDOW_SECONDS = 10.0
@@ -113,10 +114,7 @@ def command(
             summary_table(match_labels(sim.truth, result.events)[0], result.events, sim.start_ns)
         )
         if result.errors:
-            console.print(
-                f"[yellow]{len(result.errors)} records rejected[/]: "
-                f"{dict(result.error_counts)} (see {out_dir}/errors.jsonl)"
-            )
+            console.print(reject_table(reject_counts(result.errors)))
         if settings is not None:
             with influx_refusals(settings.url):
                 _after_influx(settings, out_dir, console)
