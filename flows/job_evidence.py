@@ -79,9 +79,9 @@ class EvidenceBook:
     since: dict[tuple[str, str], int] = field(default_factory=dict)
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
     features: dict[str, dict[str, float]] = field(default_factory=dict)  # this window
-    # This window: entity -> (signal, peer z, strength) of its strongest deviation from its
-    # peers alone, own history aside (a fault present since the entity's first window).
-    peer_only: dict[str, tuple[str, float, float]] = field(default_factory=dict)
+    # This window's entities, their deviation from peers, and which signals carry weight:
+    # read by peer_only() only when a slow stage needs it, so off the per-window path.
+    peer_view: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def notes(self, entity: str) -> list[Evidence]:
         """The entity's latest evidence, strongest first."""
@@ -104,6 +104,7 @@ class EvidenceBook:
         end_ns: int,
         totals: dict[str, float],
     ) -> None:
+        self.peer_view = None
         if not len(entities):
             return
         groups = peer_groups(entities, profiles, members)
@@ -114,7 +115,7 @@ class EvidenceBook:
         per_profile = np.array([[weights(p).get(s, 0.0) for s in SIGNAL_NAMES] for p in kinds])
         weight = per_profile[which] if len(kinds) else np.zeros_like(strength)
         amount = strength * weight
-        self._note_peer_only(entities, DIRECTION * peer, peer, weight)
+        self.peer_view = (entities, peer, weight > 0)
         for row in np.flatnonzero(strength.sum(axis=1) > 0):
             self.features[entities[row]] = {
                 SIGNAL_NAMES[c]: float(strength[row, c]) for c in np.flatnonzero(strength[row])
@@ -138,18 +139,22 @@ class EvidenceBook:
         for row, col in zip(*np.nonzero(amount == 0), strict=True):
             self.since.pop((entities[row], SIGNAL_NAMES[col]), None)
 
-    def _note_peer_only(
-        self, entities: np.ndarray, directed: np.ndarray, peer: np.ndarray, weight: np.ndarray
-    ) -> None:
-        self.peer_only = {}
-        alone = evidence_strength(np.nan_to_num(directed, nan=0.0)) * (weight > 0)
+    def peer_only(self) -> dict[str, tuple[str, float, float]]:
+        """This window: entity -> (signal, peer z, strength) of its strongest deviation from
+        its peers alone, own history aside (a fault present since the entity's first window)."""
+        if self.peer_view is None:
+            return {}
+        entities, peer, weighted = self.peer_view
+        alone = evidence_strength(np.nan_to_num(DIRECTION * peer, nan=0.0)) * weighted
+        found = {}
         for row in np.flatnonzero(alone.max(axis=1) > 0):
             col = int(np.argmax(alone[row]))
-            self.peer_only[entities[row]] = (
+            found[entities[row]] = (
                 SIGNAL_NAMES[col],
                 float(peer[row, col]),
                 float(alone[row, col]),
             )
+        return found
 
     def stragglers(
         self,

@@ -277,7 +277,7 @@ class JobState:
         incident = self._incident(window, end_ns, parts, events, found)
         return [*out, incident] if incident is not None else out
 
-    def _stage_sick(self, finding: StepFinding) -> str | None:
+    def _stage_sick(self, finding: StepFinding) -> tuple[str, tuple[str, float, float]] | None:
         """A stage slower on all its ranks is partitioning, unless its ranks sit on few nodes
         and most of its GPUs deviate from their peers in a slowing signal (a node in power
         brake handed the last stage): then the entity to blame, else None."""
@@ -294,32 +294,27 @@ class JobState:
         }
         slowing = {
             e: v
-            for e, v in self.book.peer_only.items()
+            for e, v in self.book.peer_only().items()
             if e in gpus and v[0].startswith(_SLOWING_SIGNALS)
         }
         if len(slowing) * 2 < len(gpus):
             return None
-        return max(slowing, key=lambda e: (slowing[e][2], e))
+        worst = max(slowing, key=lambda e: (slowing[e][2], e))
+        return worst, slowing[worst]
 
     def _stage_fault(
-        self, window: int, end_ns: int, finding: StepFinding, entity: str
+        self,
+        window: int,
+        end_ns: int,
+        finding: StepFinding,
+        sick: tuple[str, tuple[str, float, float]],
     ) -> list[LocalizationEvent]:
-        signal, peer_z, strength = self.book.peer_only[entity]
+        entity, (signal, peer_z, strength) = sick
         node, component, index = entity.split("|")
         evidence = Evidence(signal, None, round(peer_z, 2), strength, end_ns)
         lead = Suspect(node, component, index, round(self.compound.get(entity), 3), [evidence])
-        if end_ns - self.last_event_ns < self.config.cooldown_s * 1e9 and not self._new_incident(
-            None, lead, lead_is_new=node not in self.last_event_nodes
-        ):
-            return []
-        others = [s for s in self._suspects(None) if s.entity != entity]
-        event = describe_finding(
-            self.job, self.config.cluster, window, end_ns, "stage_hardware", finding,
-            [lead, *others],
-        )  # fmt: skip
-        self.last_event_ns, self.last_event_nodes = end_ns, {node}
-        self.last_event_entities = {entity}
-        return [event]
+        event = self._lead_event(window, end_ns, "stage_hardware", finding, lead)
+        return [event] if event is not None else []
 
     def _step_findings(self, parts: list[JobWindow]) -> list[StepFinding]:
         for part in parts:
@@ -481,18 +476,33 @@ class JobState:
             # the slow steps, after it (alone on a hook-only cluster).
             [*[e for e in self.book.notes(entity) if e.signal != STEP_SIGNAL][:5], evidence],
         )
-        if end_ns - self.last_event_ns < self.config.cooldown_s * 1e9 and not self._new_incident(
-            None, lead, lead_is_new=node not in self.last_event_nodes
-        ):
+        label = _rank_label(self.members[lead_rank.rank])
+        return self._lead_event(
+            window, end_ns, "straggler", by_rank[lead_rank.rank], lead, rank_label=label
+        )
+
+    def _lead_event(
+        self,
+        window: int,
+        end_ns: int,
+        kind: str,
+        finding: StepFinding,
+        lead: Suspect,
+        rank_label: str = "",
+    ) -> LocalizationEvent | None:
+        """An event whose suspect the per-step view found (a straggler, a sick stage): within
+        the cooldown, a new incident only on another node once the open one has gone quiet."""
+        in_cooldown = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
+        if in_cooldown and not self._new_incident(None, lead, found_by_steps=True):
             return None
-        others = [s for s in self._suspects(None) if s.entity != entity]
+        others = [s for s in self._suspects(None) if s.entity != lead.entity]
         event = describe_finding(
-            self.job, self.config.cluster, window, end_ns, "straggler", by_rank[lead_rank.rank],
-            [lead, *others], rank_label=_rank_label(self.members[lead_rank.rank]),
+            self.job, self.config.cluster, window, end_ns, kind, finding, [lead, *others],
+            rank_label=rank_label,
         )  # fmt: skip
         self.last_event_ns = end_ns
-        self.last_event_nodes = {node}
-        self.last_event_entities = {entity}
+        self.last_event_nodes = {lead.node}
+        self.last_event_entities = {lead.entity}
         self.regression.reset()
         return event
 
@@ -515,7 +525,7 @@ class JobState:
         )  # fmt: skip
 
     def _new_incident(
-        self, root: ExplicitEvent | None, top: Suspect | None, lead_is_new: bool = False
+        self, root: ExplicitEvent | None, top: Suspect | None, found_by_steps: bool = False
     ) -> bool:
         """Within the cooldown, only a different node opens a new incident: through an explicit
         error, or through strong evidence once the previous suspect shows no fresh evidence."""
@@ -524,7 +534,7 @@ class JobState:
         if top is None or top.node in self.last_event_nodes:
             return False
         previous_active = bool(self.last_event_entities & self.fresh)
-        if lead_is_new:  # a straggler found step by step stands on its own evidence...
+        if found_by_steps:  # a straggler found step by step stands on its own evidence...
             return not previous_active  # ...once the open incident has gone quiet
         return not previous_active and top.score >= 2 * self.config.min_suspect_score
 

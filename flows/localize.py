@@ -21,9 +21,8 @@ from bytewax.operators import StatefulLogic
 
 from reflex_localize.flows.job_step import JobConfig, JobState
 from reflex_localize.flows.messages import ErrorRecord, JobWindow, WindowBatch
-from reflex_localize.flows.shard_step import ShardConfig, ShardState
+from reflex_localize.flows.shard_step import ShardConfig, ShardState, reject_points
 from reflex_localize.flows.sinks import FlowSinks
-from reflex_localize.schemas.codec import Point
 
 Routed = tuple[str, Any]  # (route, item): route is "event", "points", "error" or a job name
 
@@ -85,14 +84,7 @@ def reject_counts(out: list[Routed], cluster: str, time_ns: int) -> list[Routed]
     """The window's rejects totalled by where and code, as points: so InfluxDB (and its
     dashboards) can count what the flow refused, not only the error files."""
     counts = Counter((item.where, item.reason) for route, item in out if route == "error")
-    if not counts:
-        return []
-    points = [
-        Point("reflex_rejects", {"cluster": cluster, "where": where, "reason": reason},
-              {"records": n}, time_ns)
-        for (where, reason), n in sorted(counts.items())
-    ]  # fmt: skip
-    return [("points", points)]
+    return [("points", reject_points(counts, cluster, time_ns))] if counts else []
 
 
 def build_flow(

@@ -6,6 +6,7 @@ Its output is routed by job, so that the job step sees all of a job's nodes toge
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,7 +75,6 @@ class ShardState:
     counters: CounterMemory = field(default_factory=CounterMemory)
     members: dict[str, dict[int, RankInfo]] = field(default_factory=dict)  # job -> rank -> info
     world_sizes: dict[str, int] = field(default_factory=dict)
-    node_job: dict[str, str] = field(default_factory=dict)
     node_profile: dict[str, str] = field(default_factory=dict)
     gpu_claims: Claims = field(default_factory=dict)
     told: set[str] = field(default_factory=set)  # contradictions reported (once each)
@@ -111,10 +111,10 @@ class ShardState:
         events = self._events(by_measurement.get("event", []))
         steps = _step_rows(by_measurement.get("train_step", []))
         alive = _reporting_nodes(frames)  # whatever families a node sends
-        agent = {e.split("|", 1)[0] for e in signals.entities.tolist()}
         entity_nodes = np.array(
             [e.split("|", 1)[0] for e in signals.entities.tolist()], dtype=object
         )
+        agent = set(entity_nodes.tolist())  # nodes that sent the agent's telemetry
         jobs_on_node: dict[str, set[str]] = {}
         for job, ranks in self.members.items():
             for info in ranks.values():
@@ -153,10 +153,8 @@ class ShardState:
         for job in ended:
             self.members.pop(job, None)
         if carried:  # counted, not errors: exported beside the rejects
-            tags = {"cluster": self.config.cluster, "where": "carried", "reason": "foreign_tag"}
-            out.append(
-                ("points", [Point("reflex_rejects", tags, {"records": carried}, batch.end_ns)])
-            )
+            counts = {("carried", "foreign_tag"): carried}
+            out.append(("points", reject_points(counts, self.config.cluster, batch.end_ns)))
         self.windows_seen += 1
         if self.windows_seen % self.config.baseline_every == 0:
             out.append(("points", self._baseline_points(batch.end_ns)))
@@ -183,7 +181,6 @@ class ShardState:
                 self.world_sizes[job] = (
                     int(world[i]) if world is not None else max(known, self.world_sizes.get(job, 0))
                 )
-                self.node_job[node] = job
         for claimants in self.gpu_claims.values():
             for job in ended & set(claimants):
                 del claimants[job]
@@ -355,6 +352,15 @@ def _reporting_nodes(frames: list[Frame]) -> set[str]:
         if len(frame) and "node" in frame.tags:
             nodes.update(np.unique(frame.tags["node"]).tolist())
     return nodes
+
+
+def reject_points(counts: Mapping[tuple[str, str], int], cluster: str, time_ns: int) -> list[Point]:
+    """``reflex_rejects`` points: records per (where, reason code) in one window."""
+    return [
+        Point("reflex_rejects", {"cluster": cluster, "where": where, "reason": reason},
+              {"records": records}, time_ns)
+        for (where, reason), records in sorted(counts.items())
+    ]  # fmt: skip
 
 
 def _has_foreign_tags(frame: Frame) -> bool:

@@ -66,6 +66,11 @@ class InfluxOptions:
         return env
 
     def config(self) -> Config:
+        return self._config
+
+    @functools.cached_property
+    def _config(self) -> Config:
+        # Read once: the token file is opened, and a verify_ssl=false warning logged, once.
         try:
             return load_config(self.config_path, env=self.env)
         except ConfigError as error:
