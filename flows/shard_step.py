@@ -14,6 +14,7 @@ import numpy as np
 from reflex_localize.flows.detectors import LongitudinalBaseline
 from reflex_localize.flows.event_routing import Claims, double_claims, route_events
 from reflex_localize.flows.explain import orphan_event
+from reflex_localize.flows.gpu_identity import GpuIdentity
 from reflex_localize.flows.messages import (
     ErrorRecord,
     ExplicitEvent,
@@ -77,6 +78,7 @@ class ShardState:
     world_sizes: dict[str, int] = field(default_factory=dict)
     node_profile: dict[str, str] = field(default_factory=dict)
     gpu_claims: Claims = field(default_factory=dict)
+    gpu_ids: GpuIdentity = field(default_factory=GpuIdentity)  # bus id -> GPU index, per node
     told: set[str] = field(default_factory=set)  # contradictions reported (once each)
     orphans_told: dict[str, int] = field(default_factory=dict)  # entity -> last event (ns)
     windows_seen: int = 0
@@ -99,6 +101,9 @@ class ShardState:
         for frame in frames:
             by_measurement.setdefault(frame.measurement, []).append(frame)
         ended = self._learn_membership(by_measurement.get("job_membership", []))
+        self.gpu_ids.learn(
+            [f for m in ("gpu_info", "gpu_topology") for f in by_measurement.get(m, [])]
+        )
         signals = derive(frames, self.config.window_seconds, self.counters)
         for entity, profile in zip(
             signals.entities.tolist(), signals.profiles.tolist(), strict=True
@@ -218,8 +223,12 @@ class ShardState:
                 node, kind = point.tags["node"], point.tags["kind"]
                 code = int(point.fields.get("code", 0))
                 gpu = point.fields.get("gpu")
-                index = str(gpu) if gpu is not None else str(point.fields.get("device", "-") or "-")
+                device = str(point.fields.get("device", "-") or "-")
+                index = str(gpu) if gpu is not None else device
                 component = _EVENT_COMPONENT.get(kind, "node")
+                if component == "gpu" and gpu is None:
+                    # The kernel log names the GPU by bus id: the same GPU as NVML's index.
+                    index = self.gpu_ids.index(node, device) or index
                 severity = _EVENT_SEVERITY.get(kind, "warning")
                 meaning, action = kind.replace("_", " "), _EVENT_ACTION.get(kind, "")
                 if kind == "xid":

@@ -20,6 +20,7 @@ from reflex_localize.schemas.hardware_profiles import load_profiles
 
 # Clocks-event reason bits (nvmlDeviceGetCurrentClocksEventReasons).
 HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, POWER_BRAKE = 0x8, 0x20, 0x40, 0x80
+SW_POWER_CAP = 0x4  # the GPU holds itself at its power limit: normal under load, judged by peers
 IB_PORT_ACTIVE = 4
 
 
@@ -35,12 +36,12 @@ class SignalDef:
     measurement: str
     component: str
     fields: tuple[str, ...]
-    reduce: str  # mean | rate | bits | below | not_equal | below_profile
+    reduce: str  # mean | rate | bits | below | not_equal | below_profile | below_limit | ratio
     direction: int  # +1: higher is worse; -1: lower is worse
     floor: float
     bits: int = 0
     constant: float = 0.0
-    profile_limit: str = ""
+    profile_limit: str = ""  # below_profile: a profile attribute; below_limit: a [limits] key
 
 
 _DEFS = [
@@ -119,13 +120,86 @@ _DEFS = [
         "host_memory_pressure", "host", "host", ("psi_memory_some_avg10_ratio",), "mean", 1, 0.03
     ),
     SignalDef("host_io_pressure", "host", "host", ("psi_io_some_avg10_ratio",), "mean", 1, 0.03),
+    # Fields no signal read before the audit (see flows/signal_audit.py for every field).
+    SignalDef(
+        "throttle_sw_power_cap",
+        "gpu",
+        "gpu",
+        ("clocks_event_reasons",),
+        "bits",
+        1,
+        0.1,
+        bits=SW_POWER_CAP,
+    ),
+    SignalDef(
+        "power_limit_low",
+        "gpu",
+        "gpu",
+        ("power_limit_watts",),
+        "below_limit",
+        1,
+        0.1,
+        profile_limit="power_limit_watts",
+    ),
+    SignalDef(
+        "memory_clock_low",
+        "gpu",
+        "gpu",
+        ("memory_clock_mhz", "memory_clock_max_mhz"),
+        "ratio",
+        -1,
+        0.01,
+    ),
+    SignalDef(
+        "memory_temperature_high", "gpu", "gpu", ("memory_temperature_celsius",), "mean", 1, 1.5
+    ),
+    SignalDef("remap_failure", "gpu", "gpu", ("remapped_rows_failure",), "mean", 1, 0.1),
+    SignalDef("retired_pages_pending", "gpu", "gpu", ("retired_pages_pending",), "mean", 1, 0.1),
+    SignalDef(
+        "pcie_gen_low", "gpu", "gpu", ("pcie_link_gen", "pcie_link_gen_max"), "below", 1, 0.1
+    ),
+    SignalDef("nic_rate_low", "ib_port", "nic", ("rate_gbps",), "mean", -1, 10.0),
+    SignalDef("nic_link_downed_rate", "ib_port", "nic", ("link_downed",), "rate", 1, 0.02),
+    SignalDef(
+        "nic_integrity_error_rate",
+        "ib_port",
+        "nic",
+        ("local_link_integrity_errors", "port_xmit_discards"),
+        "rate",
+        1,
+        0.2,
+    ),
+    SignalDef("nic_speed_low", "nic", "nic", ("speed_mbps",), "mean", -1, 1000.0),
+    SignalDef("nic_netdev_error_rate", "nic", "nic", ("rx_errors", "tx_errors"), "rate", 1, 0.2),
+    SignalDef("disk_busy", "host_disk", "host", ("io_time_seconds",), "rate", 1, 0.05),
+    SignalDef("fs_full", "host_fs", "host", ("used_ratio",), "mean", 1, 0.02),
+    SignalDef(
+        "host_memory_low",
+        "host",
+        "host",
+        ("memory_available_bytes", "memory_total_bytes"),
+        "ratio",
+        -1,
+        0.02,
+    ),
 ]
 SIGNALS: dict[str, SignalDef] = {d.name: d for d in _DEFS}
 SIGNAL_NAMES: tuple[str, ...] = tuple(SIGNALS)
 SIGNAL_INDEX: dict[str, int] = {name: i for i, name in enumerate(SIGNAL_NAMES)}
 # Derived in the job step from train_step, against peers only (jobs are transient).
 STEP_SIGNAL = "step_time_slow"
-_INDEX_TAG = {"gpu": "gpu", "gpu_nvlink": "gpu", "host": None, "ib_port": None}
+_INDEX_TAG = {
+    "gpu": "gpu",
+    "gpu_nvlink": "gpu",
+    "host": None,
+    "ib_port": None,
+    "nic": None,
+    "host_disk": None,
+    "host_fs": None,
+}
+# A host has several disks and filesystems: each is reduced on its own (a counter per disk),
+# then the host takes its worst one (``node|host|-#sda`` -> ``node|host|-``).
+_PER_DEVICE = {"host_disk": "device", "host_fs": "mountpoint"}
 
 
 def entity_keys(frame: Frame) -> np.ndarray:
@@ -135,6 +209,11 @@ def entity_keys(frame: Frame) -> np.ndarray:
         return node + "|gpu|" + frame.tags["gpu"].astype(object)
     if frame.measurement == "ib_port":
         return node + "|nic|" + frame.tags["hca"].astype(object) + "/" + frame.tags["port"]
+    if frame.measurement == "nic":
+        return node + "|nic|" + frame.tags["device"].astype(object)
+    per = _PER_DEVICE.get(frame.measurement)
+    if per is not None and per in frame.tags:
+        return node + "|host|-#" + frame.tags[per].astype(object)
     return node + "|host|-"
 
 
@@ -171,6 +250,8 @@ def derive(frames: list[Frame], window_seconds: float, memory: CounterMemory) ->
             if not all(name in frame.fields for name in definition.fields[:1]):
                 continue
             reduced = _reduce(definition, frame, grouped, window_seconds, memory)
+            if frame.measurement in _PER_DEVICE:
+                reduced = _worst_device(reduced, definition.direction)
             columns.setdefault(definition.name, {}).update(reduced)
     entities = sorted({key for column in columns.values() for key in column})
     index = {key: i for i, key in enumerate(entities)}
@@ -183,6 +264,16 @@ def derive(frames: list[Frame], window_seconds: float, memory: CounterMemory) ->
     entity_array = np.array(entities, dtype=object)
     profile_array = np.array([profiles.get(e.split("|", 1)[0], "") for e in entities], dtype=object)
     return WindowSignals(entity_array, values, profile_array)
+
+
+def _worst_device(values: dict[str, float], direction: int) -> dict[str, float]:
+    worst: dict[str, float] = {}
+    for key, value in values.items():
+        host = key.split("#", 1)[0]
+        old = worst.get(host)
+        if old is None or direction * value > direction * old:
+            worst[host] = value
+    return worst
 
 
 def _remember_profiles(frame: Frame, out: dict[str, str]) -> None:
@@ -236,6 +327,23 @@ def _reduce(
         limits = _profile_limits(frame, definition.profile_limit)
         hits = column < limits
         result = np.bincount(inverse, weights=hits, minlength=len(unique)) / counts
+    elif definition.reduce == "below_limit":
+        if "profile" not in frame.tags:
+            return {}
+        # 5% under the model's default: an operator's or a firmware's cap, not rounding.
+        hits = column < 0.95 * _profile_limits(frame, definition.profile_limit, from_limits=True)
+        result = np.bincount(inverse, weights=hits, minlength=len(unique)) / counts
+    elif definition.reduce == "ratio":
+        maximum = frame.fields.get(definition.fields[1])
+        if maximum is None:
+            return {}
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = column.astype(np.float64) / maximum.astype(np.float64)
+        share = np.where(np.isfinite(share), share, np.nan)
+        seen = np.bincount(inverse, weights=np.isfinite(share), minlength=len(unique))
+        total = np.bincount(inverse, weights=np.nan_to_num(share), minlength=len(unique))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            result = np.where(seen > 0, total / seen, np.nan)
     else:
         result = (
             np.bincount(inverse, weights=column.astype(np.float64), minlength=len(unique)) / counts
@@ -243,13 +351,21 @@ def _reduce(
     return dict(zip(unique.tolist(), result.tolist(), strict=True))
 
 
-def _profile_limits(frame: Frame, attribute: str) -> np.ndarray:
+def _profile_limits(frame: Frame, attribute: str, from_limits: bool = False) -> np.ndarray:
+    """Per row, the row's hardware profile's value; -inf when unknown, so that nothing is
+    ever below it: an unknown model has no nominal value to fall short of."""
     profiles = load_profiles()
     names, inverse = np.unique(frame.tags["profile"], return_inverse=True)
-    per_name = np.array(
-        [float(getattr(profiles[n], attribute)) if n in profiles else np.inf for n in names]
-    )
-    return per_name[inverse]
+
+    def value(name: str) -> float:
+        profile = profiles.get(name)
+        if profile is None:
+            return -np.inf
+        if from_limits:
+            return float(profile.limits.get(attribute, -np.inf))
+        return float(getattr(profile, attribute))
+
+    return np.array([value(n) for n in names.tolist()])[inverse]
 
 
 def _counter_increase(

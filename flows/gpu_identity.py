@@ -1,0 +1,60 @@
+"""One entity per GPU, whichever source names it.
+
+NVML indexes a GPU by its index on the node; the kernel log names it by PCI bus id
+(``NVRM: Xid (PCI:0000:3b:00): 79``), in a shorter spelling than NVML's
+``00000000:3B:00.0``. The agent writes each GPU's bus id in ``gpu_info`` and ``gpu_topology``;
+this map turns a bus id back into the index, so an XID seen by both sources lands on one GPU.
+
+>>> bus_key("00000000:3B:00.0") == bus_key("0000:3b:00") == "0:3b:00"
+True
+>>> ids = GpuIdentity()
+>>> ids.bus[("n1", "0:3b:00")] = 2
+>>> ids.index("n1", "0000:3b:00"), ids.index("n1", "mlx5_0")
+('2', None)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from reflex_localize.schemas.frame import Frame
+
+# domain:bus:device[.function], hex; the domain may be 4 or 8 digits, the function absent.
+_BUS = re.compile(r"^(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})(?:\.[0-7])?$")
+_SOURCES = ("gpu_info", "gpu_topology")
+
+
+def bus_key(text: str) -> str | None:
+    """A spelling-independent key of a PCI address; None when the text is not one."""
+    match = _BUS.match(text.strip())
+    if match is None:
+        return None
+    domain, bus, device = match.groups()
+    return f"{int(domain or '0', 16):x}:{int(bus, 16):02x}:{int(device, 16):02x}"
+
+
+@dataclass
+class GpuIdentity:
+    """(node, bus key) -> GPU index, learned from the agent's identity measurements."""
+
+    bus: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def learn(self, frames: list[Frame]) -> None:
+        for frame in frames:
+            if frame.measurement not in _SOURCES or "pci_bus_id" not in frame.fields:
+                continue
+            nodes, gpus = frame.tags["node"].tolist(), frame.tags["gpu"].tolist()
+            ids = np.asarray(frame.fields["pci_bus_id"]).tolist()
+            for node, gpu, bus_id in zip(nodes, gpus, ids, strict=True):
+                key = bus_key(str(bus_id))
+                if key is not None and str(gpu).isdigit():
+                    self.bus[(str(node), key)] = int(gpu)
+
+    def index(self, node: str, device: str) -> str | None:
+        """The GPU index of a device named by bus id, when the node told which it is."""
+        key = bus_key(device)
+        gpu = self.bus.get((node, key)) if key is not None else None
+        return None if gpu is None else str(gpu)
