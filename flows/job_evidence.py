@@ -21,6 +21,7 @@ from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, STEP_SIGNAL, fa
 
 DIRECTION = np.array([SIGNALS[name].direction for name in SIGNAL_NAMES], dtype=np.float64)
 EXPLICIT_EVIDENCE = {"critical": 6.0, "warning": 2.0}
+RECORD_MATTERS = 1.0  # a part's trouble from earlier jobs that changes how it is judged
 Weights = Callable[[str], dict[str, float]]  # hardware profile -> signal -> weight
 
 
@@ -33,6 +34,32 @@ def combine_deviations(own: np.ndarray, peers: np.ndarray, mode: str) -> np.ndar
     if mode == "temporal_only":
         return own
     return np.where(np.isnan(own), peers - 1.0, np.fmin(own, peers))
+
+
+def job_wide_phase(
+    entities: np.ndarray, deviation: np.ndarray, peer: np.ndarray, checkpointing: bool
+) -> np.ndarray:
+    """Which (entity, signal) cells are a phase of the whole job, not a part's fault: a signal
+    that left its own history on at least half of the job's nodes (two or more) at once (a
+    checkpoint writing from every host, an evaluation pass), and, while the training hook
+    marks a checkpoint, every host signal. Peers already cancel such phases in large groups;
+    a job of three nodes has too few peers, and its hosts' own history alone would blame them.
+    A part that stands out from its peers during the phase is still judged.
+    """
+    nodes = np.array([e.split("|", 1)[0] for e in entities.tolist()], dtype=object)
+    names, which = factorize(nodes)
+    masked = np.zeros(deviation.shape, dtype=bool)
+    if len(names) >= 2:
+        off = np.nan_to_num(deviation, nan=0.0) >= 3.0
+        # Per signal, how many distinct nodes are off their own history.
+        per_node = np.zeros((len(names), deviation.shape[1]), dtype=bool)
+        np.logical_or.at(per_node, which, off)
+        shared = (per_node.sum(axis=0) >= 2) & (per_node.sum(axis=0) * 2 >= len(names))
+        masked[:, shared] = True
+    if checkpointing:
+        host = np.array(["|host|" in e for e in entities.tolist()])
+        masked[host, :] = True
+    return masked & ~(np.nan_to_num(peer, nan=0.0) >= 3.0)
 
 
 def rounded(value: float) -> float | None:
@@ -103,6 +130,7 @@ class EvidenceBook:
         weights: Weights,
         end_ns: int,
         totals: dict[str, float],
+        checkpointing: bool = False,
     ) -> None:
         self.peer_view = None
         if not len(entities):
@@ -110,7 +138,9 @@ class EvidenceBook:
         groups = peer_groups(entities, profiles, members)
         peer = peer_deviation(values, groups, FLOORS, pooled_scale=scales)
         combined = combine_deviations(DIRECTION * temporal, DIRECTION * peer, mode)
-        strength = evidence_strength(combined)
+        strength = evidence_strength(combined) * ~job_wide_phase(
+            entities, DIRECTION * temporal, DIRECTION * peer, checkpointing
+        )
         kinds, which = factorize(profiles)
         per_profile = np.array([[weights(p).get(s, 0.0) for s in SIGNAL_NAMES] for p in kinds])
         weight = per_profile[which] if len(kinds) else np.zeros_like(strength)
@@ -195,6 +225,50 @@ class EvidenceBook:
             totals[entity] = totals.get(entity, 0.0) + amount
             since = self.since.setdefault((entity, STEP_SIGNAL), end_ns)
             self._note(entity, Evidence(STEP_SIGNAL, None, peer_z, amount, since))
+
+    def node_compound(self, totals: dict[str, float], end_ns: int) -> None:
+        """Small anomalies spread over one node's parts add up to the node: the node gets
+        what its parts gathered beyond the strongest one, so one loud part still leads on its
+        own and only evidence spread over several parts makes the node the suspect."""
+        per_node: dict[str, list[tuple[str, float]]] = {}
+        for entity, amount in totals.items():
+            node, component, _ = entity.split("|")
+            if component != "node" and amount > 0:
+                per_node.setdefault(node, []).append((entity, amount))
+        for node, parts in sorted(per_node.items()):
+            if len(parts) < 2:
+                continue
+            spread = sum(a for _, a in parts) - max(a for _, a in parts)
+            entity = f"{node}|node|-"
+            totals[entity] = totals.get(entity, 0.0) + spread
+            named = ", ".join(e.split("|", 1)[1].replace("|", " ") for e, _ in sorted(parts))
+            since = self.since.setdefault((entity, "node_compound"), end_ns)
+            kept = [e for e in self.evidence.get(entity, []) if not e.signal.startswith("node_")]
+            note = Evidence(f"node_compound: {named}"[:120], None, None, spread, since)
+            self.evidence[entity] = [*kept, note]
+        for key in [k for k in self.since if k[1] == "node_compound"]:
+            if (
+                key[0].split("|", 1)[0] not in per_node
+                or len(per_node[key[0].split("|", 1)[0]]) < 2
+            ):
+                del self.since[key]
+
+    def history(
+        self, totals: dict[str, float], records: dict[str, tuple[float, str]], end_ns: int
+    ) -> None:
+        """A part that came to the job with a record (flows/node_memory.py) has its fresh
+        evidence weighed up to twice: the same anomaly on a part that failed before is
+        likelier the fault. A record alone, without fresh evidence, adds nothing."""
+        for entity, amount in list(totals.items()):
+            trouble, why = records.get(entity, (0.0, ""))
+            if amount <= 0 or trouble < RECORD_MATTERS:
+                continue
+            extra = amount * min(trouble / 4.0, 1.0)
+            totals[entity] = amount + extra
+            since = self.since.setdefault((entity, "record"), end_ns)
+            kept = [e for e in self.evidence.get(entity, []) if not e.signal.startswith("record")]
+            note = Evidence(f"record from earlier jobs: {why}"[:120], None, None, extra, since)
+            self.evidence[entity] = [*kept, note]
 
     def explicit(self, events: list[ExplicitEvent], totals: dict[str, float]) -> None:
         for event in events:

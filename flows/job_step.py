@@ -16,7 +16,12 @@ from reflex_localize.flows.detectors import CompoundScore
 from reflex_localize.flows.events import Evidence, LocalizationEvent, Suspect
 from reflex_localize.flows.exit_messages import hardware_hint
 from reflex_localize.flows.explain import describe, describe_finding, stage_pattern
-from reflex_localize.flows.job_evidence import EvidenceBook, place_stragglers, rank_entity
+from reflex_localize.flows.job_evidence import (
+    RECORD_MATTERS,
+    EvidenceBook,
+    place_stragglers,
+    rank_entity,
+)
 from reflex_localize.flows.liveness import LivenessTracker
 from reflex_localize.flows.messages import (
     ErrorRecord,
@@ -34,6 +39,9 @@ from reflex_localize.schemas.codec import Point
 from reflex_localize.schemas.hardware_profiles import load_profiles
 
 RECENT_WINDOWS = 3  # evidence this recent makes an entity a current suspect
+# A job slowed with no suspect yet waits this many windows for its cause's evidence before
+# it says "no hardware fault": a straggler needs a few of its steps to stand out.
+HOLD_WINDOWS = 3
 # GPU signals that make a rank compute slower (a stage slow on all its ranks may be these).
 _SLOWING_SIGNALS = ("throttle_", "sm_clock_low", "power_low")
 _DEFAULT_PROFILE = "h100-sxm5-80gb"
@@ -84,8 +92,11 @@ class JobState:
     cascade_waiting: int = -1  # window at which only cascade errors were seen
     last_event_ns: int = -(10**19)
     last_finding_ns: int = -(10**19)  # the job's step pattern was last told then
+    # Nodes and entities the events of the open incidents named (within the cooldown).
     last_event_nodes: set[str] = field(default_factory=set)
     last_event_entities: set[str] = field(default_factory=set)
+    held_since: int = -1  # window of a regression still waiting for its cause's evidence
+    info_verdict_ns: int = -(10**19)  # a "no hardware fault" was told then; a suspect revises it
     last_evidence: dict[str, int] = field(default_factory=dict)  # entity -> last window
     fresh: set[str] = field(default_factory=set)  # entities with recent evidence
     stage_compute: dict[int, float] = field(default_factory=dict)
@@ -93,6 +104,8 @@ class JobState:
     liveness: LivenessTracker = field(default_factory=LivenessTracker)
     step_peers: StepPeers = field(default_factory=StepPeers)
     alerted: dict[str, int] = field(default_factory=dict)  # threshold mode: entity -> last alert
+    # Records the job's parts came with, as of the job's first window (never this job's own).
+    history: dict[str, tuple[float, str]] | None = None
     last_done: int = -1
     finished: bool = False
 
@@ -204,9 +217,13 @@ class JobState:
             self._weights,
             end_ns,
             totals,
+            checkpointing=_checkpointing(parts),
         )
         self.book.stragglers(parts, self.members, self._weights, end_ns, totals)
         self.book.explicit(events, totals)
+        if self.config.mode == "reflex":
+            self.book.history(totals, self._history(parts), end_ns)
+        self.book.node_compound(totals, end_ns)
         for entity, amount in totals.items():
             if amount > 0:
                 self.last_evidence[entity] = window
@@ -225,6 +242,17 @@ class JobState:
             self.finished = True
             self.liveness.forget_job(self.job)
         return out
+
+    def _history(self, parts: list[JobWindow]) -> dict[str, tuple[float, str]]:
+        """The records of the job's parts, taken once, at the job's first window: a record
+        this job's own fault feeds must not weigh that fault's evidence again."""
+        if self.history is None:
+            self.history = {e: r for p in parts for e, r in p.records.items()}
+            known = {e for e, (trouble, _) in self.history.items() if trouble >= RECORD_MATTERS}
+            self.step_peers.quick = {
+                rank for rank, info in self.members.items() if rank_entity(info) in known
+            }
+        return self.history
 
     def _weights(self, profile: str) -> dict[str, float]:
         return self.config.weights.get(profile) or self.config.weights.get(_DEFAULT_PROFILE, {})
@@ -350,7 +378,10 @@ class JobState:
             )
         ]
         cascade = [e for e in events if e.is_cascade]
-        step_times = np.concatenate([p.steps.step_time for p in parts])
+        # A marked checkpoint is the job's own pause: the step without it is what regressed.
+        step_times = np.concatenate(
+            [p.steps.step_time - np.nan_to_num(p.steps.checkpoint) for p in parts]
+        )
         steps = np.concatenate([p.steps.step for p in parts])
         regressed = bool(len(step_times)) and self.regression.update(
             float(np.nanmedian(step_times))
@@ -373,10 +404,38 @@ class JobState:
             return self._emit(window, end_ns, "explicit", self._exit_root())
         if hung:
             return self._emit(window, end_ns, "hang", None)
-        if regressed:
+        if regressed and self.held_since < 0:
             self.regression.reset()
-            return self._emit(window, end_ns, "regression", None)
-        return None
+            self.held_since = window
+        if self.held_since >= 0:
+            return self._held_regression(window, end_ns)
+        return self._revision(window, end_ns)
+
+    def _strong_suspect(self) -> Suspect | None:
+        """The top suspect, when it has fresh evidence and a score worth naming."""
+        suspects = self._suspects(None)
+        top = suspects[0] if suspects else None
+        if top is None or top.entity not in self.fresh:
+            return None
+        return top if top.score >= self.config.min_suspect_score else None
+
+    def _held_regression(self, window: int, end_ns: int) -> LocalizationEvent | None:
+        """A regression is told once a suspect stands out, or after the hold with none."""
+        if self._strong_suspect() is None and window - self.held_since < HOLD_WINDOWS:
+            return None
+        self.held_since = -1
+        return self._emit(window, end_ns, "regression", None)
+
+    def _revision(self, window: int, end_ns: int) -> LocalizationEvent | None:
+        """After a "no hardware fault", a suspect whose evidence arrives later is told in a
+        follow-up event that names it (within the cooldown of the first verdict)."""
+        if end_ns - self.info_verdict_ns >= self.config.cooldown_s * 1e9:
+            return None
+        top = self._strong_suspect()
+        if top is None or top.node in self.last_event_nodes:
+            return None
+        self.info_verdict_ns = -(10**19)
+        return self._emit(window, end_ns, "regression", None, revises=True)
 
     def _learn_stages(self, parts: list[JobWindow], regressed: bool) -> None:
         now = self._stage_compute(parts)
@@ -399,7 +458,12 @@ class JobState:
         return {stage: float(np.median(v)) for stage, v in by_stage.items()}
 
     def _emit(
-        self, window: int, end_ns: int, trigger: str, root: ExplicitEvent | None
+        self,
+        window: int,
+        end_ns: int,
+        trigger: str,
+        root: ExplicitEvent | None,
+        revises: bool = False,
     ) -> LocalizationEvent | None:
         suspects = self._suspects(root)
         top = suspects[0] if suspects else None
@@ -424,11 +488,23 @@ class JobState:
             self.recent_events,
             pattern,
         )
-        self.last_event_ns = end_ns
-        self.last_event_nodes = {s.node for s in suspects[:1]}
-        self.last_event_entities = {s.entity for s in suspects[:1]}
-        self.regression.reset()
+        if revises:
+            event = replace(
+                event, summary=f"revises the earlier 'no hardware fault': {event.summary}"
+            )
+        if top is None and root is None:
+            self.info_verdict_ns = end_ns
+        self._opened(end_ns, in_cooldown, {(s.node, s.entity) for s in suspects[:1]})
         return event
+
+    def _opened(self, end_ns: int, in_cooldown: bool, named: set[tuple[str, str]]) -> None:
+        """An event was told: the nodes it named join those of the incidents still open."""
+        if not in_cooldown:
+            self.last_event_nodes, self.last_event_entities = set(), set()
+        self.last_event_ns = end_ns
+        self.last_event_nodes |= {node for node, _ in named}
+        self.last_event_entities |= {entity for _, entity in named}
+        self.regression.reset()
 
     def _exit_root(self) -> ExplicitEvent | None:
         """The first rank to exit, when its message points at its GPU and nothing else
@@ -500,10 +576,7 @@ class JobState:
             self.job, self.config.cluster, window, end_ns, kind, finding, [lead, *others],
             rank_label=rank_label,
         )  # fmt: skip
-        self.last_event_ns = end_ns
-        self.last_event_nodes = {lead.node}
-        self.last_event_entities = {lead.entity}
-        self.regression.reset()
+        self._opened(end_ns, in_cooldown, {(lead.node, lead.entity)})
         return event
 
     def _finding(
@@ -527,16 +600,22 @@ class JobState:
     def _new_incident(
         self, root: ExplicitEvent | None, top: Suspect | None, found_by_steps: bool = False
     ) -> bool:
-        """Within the cooldown, only a different node opens a new incident: through an explicit
-        error, or through strong evidence once the previous suspect shows no fresh evidence."""
+        """Within the cooldown, only a node no open incident named opens a new one: through an
+        explicit error, a straggler found step by step (its own steps are its own evidence),
+        or a score that stands on its own. After a verdict that named no hardware, any suspect
+        worth naming does; while another incident has fresh evidence, only one far above the
+        threshold (not the spill-over of the first fault) does."""
         if root is not None:
             return root.node not in self.last_event_nodes
         if top is None or top.node in self.last_event_nodes:
             return False
+        if found_by_steps:
+            return True
+        if not self.last_event_nodes:
+            return top.score >= self.config.min_suspect_score
         previous_active = bool(self.last_event_entities & self.fresh)
-        if found_by_steps:  # a straggler found step by step stands on its own evidence...
-            return not previous_active  # ...once the open incident has gone quiet
-        return not previous_active and top.score >= 2 * self.config.min_suspect_score
+        bar = 4 if previous_active else 2
+        return top.score >= bar * self.config.min_suspect_score
 
     def _suspects(self, root: ExplicitEvent | None) -> list[Suspect]:
         # Entities with recent evidence come first: a decaying score from an earlier
@@ -563,6 +642,11 @@ class JobState:
             )
             suspects.insert(0, root_suspect)
         return suspects
+
+
+def _checkpointing(parts: list[JobWindow]) -> bool:
+    """Any rank marked a checkpoint in this window (the hook's checkpoint section)."""
+    return any(bool(np.nan_to_num(p.steps.checkpoint).max(initial=0.0) > 0) for p in parts)
 
 
 def _rank_label(info: RankInfo) -> str:

@@ -105,6 +105,8 @@ class StepRows:
     compute: np.ndarray = field(default_factory=lambda: np.zeros(0))
     comm: np.ndarray = field(default_factory=lambda: np.zeros(0))
     time_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # Seconds of the step spent saving a checkpoint, where the hook marks it (else NaN).
+    checkpoint: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass
@@ -129,3 +131,6 @@ class JobWindow:
     n_shards: int = 1
     # Nodes that sent the agent's telemetry (every window while it runs); None: all alive ones.
     agent_nodes: list[str] | None = None
+    # Parts of the job's nodes with a record from earlier (flows/node_memory.py):
+    # entity -> (trouble now, what fed it).
+    records: dict[str, tuple[float, str]] = field(default_factory=dict)

@@ -23,13 +23,22 @@ from reflex_localize.flows.messages import (
     StepRows,
     WindowBatch,
 )
+from reflex_localize.flows.node_memory import (
+    DEVIATION_TROUBLE,
+    REPEATS_THAT_MATTER,
+    STRAGGLE_TROUBLE,
+    NodeMemory,
+)
 from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, CounterMemory, derive
 from reflex_localize.schemas.codec import Point
 from reflex_localize.schemas.contract import load_schema
 from reflex_localize.schemas.frame import Frame, validate_frame
 from reflex_localize.schemas.hardware_profiles import generic_xids, load_profiles
+from reflex_localize.schemas.site_tags import remember_sites
+from reflex_localize.schemas.site_tags import site_tags as declared_site_tags
 
 FLOORS = np.array([SIGNALS[name].floor for name in SIGNAL_NAMES])
+DIRECTION = np.array([SIGNALS[name].direction for name in SIGNAL_NAMES], dtype=np.float64)
 _EVENT_COMPONENT = {
     "xid": "gpu",
     "gpu_lost": "gpu",
@@ -65,6 +74,9 @@ class ShardConfig:
     baseline_every: int = 30  # windows between reflex_baseline exports
     orphan_cooldown_s: float = 900.0  # one event per entity in no known job, per this long
     cluster: str = "sim"
+    site_tags: tuple[str, ...] = field(
+        default_factory=declared_site_tags
+    )  # rack, switch, a site's own
 
 
 @dataclass
@@ -79,9 +91,11 @@ class ShardState:
     node_profile: dict[str, str] = field(default_factory=dict)
     gpu_claims: Claims = field(default_factory=dict)
     gpu_ids: GpuIdentity = field(default_factory=GpuIdentity)  # bus id -> GPU index, per node
+    memory: NodeMemory = field(default_factory=NodeMemory)  # outlives jobs (recovery state)
     told: set[str] = field(default_factory=set)  # contradictions reported (once each)
     orphans_told: dict[str, int] = field(default_factory=dict)  # entity -> last event (ns)
     windows_seen: int = 0
+    sites: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> site tag -> value
 
     def on_batch(self, batch: WindowBatch) -> list[tuple[str, object]]:
         """Returns ``(route, item)`` pairs: route is a job name, "points" or "error"."""
@@ -91,7 +105,7 @@ class ShardState:
         for frame in batch.frames:
             good, bad = validate_frame(frame, carry_tags=True)
             frames.append(good)
-            if _has_foreign_tags(good):
+            if _has_foreign_tags(good, self.config.site_tags):
                 carried += len(good)
             out.extend(
                 ("error", ErrorRecord("validate", error.code, f"{error}; {point!r}"[:300]))
@@ -101,6 +115,7 @@ class ShardState:
         for frame in frames:
             by_measurement.setdefault(frame.measurement, []).append(frame)
         ended = self._learn_membership(by_measurement.get("job_membership", []))
+        remember_sites(frames, self.sites, self.config.site_tags)  # for the switch rule
         self.gpu_ids.learn(
             [f for m in ("gpu_info", "gpu_topology") for f in by_measurement.get(m, [])]
         )
@@ -113,8 +128,10 @@ class ShardState:
         temporal = self.baseline.score_many(signals.entities, signals.values)
         self.baseline.learn_many(signals.entities, signals.values)
         scales = self.baseline.scale(self.baseline.rows(signals.entities, create=True))
+        self._remember_deviations(signals.entities, temporal, batch.end_ns)
         events = self._events(by_measurement.get("event", []))
         steps = _step_rows(by_measurement.get("train_step", []))
+        self._remember_straggling(steps, batch.end_ns)
         alive = _reporting_nodes(frames)  # whatever families a node sends
         entity_nodes = np.array(
             [e.split("|", 1)[0] for e in signals.entities.tolist()], dtype=object
@@ -150,6 +167,7 @@ class ShardState:
                         steps=job_steps,
                         alive_nodes=sorted(alive & nodes),
                         agent_nodes=sorted(agent & nodes),
+                        records=self.memory.of_nodes(nodes, batch.end_ns),
                         world_size=self.world_sizes.get(job, 0),
                         active=job not in ended,
                     ),
@@ -163,7 +181,39 @@ class ShardState:
         self.windows_seen += 1
         if self.windows_seen % self.config.baseline_every == 0:
             out.append(("points", self._baseline_points(batch.end_ns)))
+            self.memory.forget_old(batch.end_ns)
+            out.append(("points", record_points(self.memory, self.config.cluster, batch.end_ns)))
         return out
+
+    def _remember_deviations(self, entities: np.ndarray, temporal: np.ndarray, now: int) -> None:
+        """A GPU or NIC far off its own history feeds its record (a host's phases do not:
+        every checkpoint moves every host)."""
+        strong = np.nan_to_num(DIRECTION * temporal, nan=0.0) >= 6.0
+        for row in np.flatnonzero(strong.any(axis=1)).tolist():
+            entity = str(entities[row])
+            if "|host|" in entity:
+                continue
+            signal = SIGNAL_NAMES[int(np.argmax(np.nan_to_num(DIRECTION * temporal[row])))]
+            self.memory.note(entity, DEVIATION_TROUBLE, now, signal)
+
+    def _remember_straggling(self, steps: dict[str, StepRows], now: int) -> None:
+        """A GPU computing 15% slower than the other GPUs of its node, in one job's window:
+        what a shard can tell of straggling on its own, without the job's other nodes."""
+        for job, rows in steps.items():
+            ranks = self.members.get(job, {})
+            per_node: dict[str, dict[int, list[float]]] = {}
+            for rank, value in zip(rows.rank.tolist(), rows.compute.tolist(), strict=True):
+                info = ranks.get(int(rank))
+                if info is not None and info.gpu >= 0 and np.isfinite(value):
+                    per_node.setdefault(info.node, {}).setdefault(info.gpu, []).append(value)
+            for node, gpus in per_node.items():
+                if len(gpus) < 4:
+                    continue
+                means = {gpu: float(np.mean(v)) for gpu, v in gpus.items()}
+                level = float(np.median(list(means.values())))
+                for gpu, mean in means.items():
+                    if level > 0 and mean >= 1.15 * level:
+                        self.memory.note(f"{node}|gpu|{gpu}", STRAGGLE_TROUBLE, now, "straggled")
 
     def _learn_membership(self, frames: list[Frame]) -> set[str]:
         """Learns which node runs which rank. A real training hook writes only what it knows:
@@ -238,6 +288,13 @@ class ShardState:
                         meaning, severity, action = info.meaning, info.severity, info.action
                     else:
                         meaning, severity = f"XID {code}", "warning"
+                    seen = self.memory.note_xid(
+                        f"{node}|gpu|{index}", code, severity, point.time_ns
+                    )
+                    if severity == "application" and seen >= REPEATS_THAT_MATTER:
+                        # Repeated on one GPU (in this job or across jobs): the GPU's doing.
+                        severity = "warning"
+                        meaning = f"{meaning}; {seen}x on this GPU within days: suspect the GPU"
                 message = str(point.fields.get("message", ""))
                 if kind == "mce" and (
                     "Machine Check Exception" in message
@@ -315,6 +372,7 @@ def _step_rows(frames: list[Frame]) -> dict[str, StepRows]:
                 compute=_col(f, "compute_seconds", mask, n),
                 comm=_col(f, "comm_seconds", mask, n),
                 time_ns=frame.time_ns[mask],
+                checkpoint=_col(f, "checkpoint_seconds", mask, n),
             )
             previous = by_job.get(job)
             by_job[job] = rows if previous is None else _concat(previous, rows)
@@ -329,7 +387,7 @@ def _concat(a: StepRows, b: StepRows) -> StepRows:
     return StepRows(
         *(
             np.concatenate([getattr(a, k), getattr(b, k)])
-            for k in ("rank", "step", "step_time", "compute", "comm", "time_ns")
+            for k in ("rank", "step", "step_time", "compute", "comm", "time_ns", "checkpoint")
         )
     )
 
@@ -363,6 +421,27 @@ def _reporting_nodes(frames: list[Frame]) -> set[str]:
     return nodes
 
 
+def record_points(memory: NodeMemory, cluster: str, time_ns: int) -> list[Point]:
+    """``reflex_record`` points: each part's record, as it stands now."""
+    points = []
+    for entity, record in sorted(memory.records.items()):
+        node, component, index = entity.split("|")
+        xids = ",".join(f"{code}x{len(times)}" for code, times in sorted(record.xids.items()))
+        points.append(
+            Point(
+                "reflex_record",
+                {"cluster": cluster, "node": node, "component": component, "index": index},
+                {
+                    "trouble": float(memory.trouble(entity, time_ns)),
+                    "reasons": memory.why(entity),
+                    "xids": xids,
+                },
+                time_ns,
+            )
+        )
+    return points
+
+
 def reject_points(counts: Mapping[tuple[str, str], int], cluster: str, time_ns: int) -> list[Point]:
     """``reflex_rejects`` points: records per (where, reason code) in one window."""
     return [
@@ -372,6 +451,6 @@ def reject_points(counts: Mapping[tuple[str, str], int], cluster: str, time_ns: 
     ]  # fmt: skip
 
 
-def _has_foreign_tags(frame: Frame) -> bool:
+def _has_foreign_tags(frame: Frame, site: tuple[str, ...] = ()) -> bool:
     declared = load_schema().measurements.get(frame.measurement)
-    return declared is not None and bool(set(frame.tags) - set(declared.tags))
+    return declared is not None and bool(set(frame.tags) - set(declared.tags) - set(site))

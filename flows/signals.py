@@ -340,10 +340,11 @@ def _reduce(
         with np.errstate(divide="ignore", invalid="ignore"):
             share = column.astype(np.float64) / maximum.astype(np.float64)
         share = np.where(np.isfinite(share), share, np.nan)
-        seen = np.bincount(inverse, weights=np.isfinite(share), minlength=len(unique))
-        total = np.bincount(inverse, weights=np.nan_to_num(share), minlength=len(unique))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            result = np.where(seen > 0, total / seen, np.nan)
+        seen = np.bincount(
+            inverse, weights=np.isfinite(share).astype(np.float64), minlength=len(unique)
+        )
+        summed = np.bincount(inverse, weights=np.nan_to_num(share), minlength=len(unique))
+        result = np.divide(summed, seen, out=np.full(len(unique), np.nan), where=seen > 0)
     else:
         result = (
             np.bincount(inverse, weights=column.astype(np.float64), minlength=len(unique)) / counts
