@@ -154,7 +154,7 @@ def rendered_tasks(settings: AlertSettings) -> dict[str, str]:
     }
 
 
-def _org_id(client: InfluxDBClient, org: str) -> str:
+def org_id_of(client: InfluxDBClient, org: str) -> str:
     try:
         found = client.organizations_api().find_organizations(org=org)
     except ApiException as error:
@@ -186,8 +186,8 @@ def _ensure_bucket(client: InfluxDBClient, org_id: str, settings: AlertSettings)
 
 def install(client: InfluxDBClient, org: str, settings: AlertSettings) -> InstallReport:
     """Creates or updates every task; a second identical install changes nothing."""
-    org_id = _org_id(client, org)
-    SecretsService(client.api_client).patch_orgs_id_secrets(org_id, settings.secrets())
+    org_id = org_id_of(client, org)
+    put_secrets(client, org_id, settings)
     _ensure_bucket(client, org_id, settings)
     tasks, report = client.tasks_api(), InstallReport()
     for name, flux in rendered_tasks(settings).items():
@@ -210,14 +210,30 @@ def install(client: InfluxDBClient, org: str, settings: AlertSettings) -> Instal
 
 def uninstall(client: InfluxDBClient, org: str) -> InstallReport:
     """Deletes Reflex's tasks and secrets; the downsampled bucket and its data stay."""
-    org_id = _org_id(client, org)
+    org_id = org_id_of(client, org)
     tasks, report = client.tasks_api(), InstallReport()
     for name in (task_name(text) for text in scripts().values()):
         for task in tasks.find_tasks(name=name, org_id=org_id):
             tasks.delete_task(task.id)
             report.removed.append(name)
+    delete_secrets(client, org_id)
+    return report
+
+
+def put_secrets(client: InfluxDBClient, org_id: str, settings: AlertSettings) -> None:
+    """Stores the webhook URL (and routing key) where the tasks read them: org secrets.
+
+    PATCH adds or replaces these keys only; the org's other secrets stay as they are. (Not the
+    template's ``secrets``, nor ``influx apply --secret``: InfluxDB 2.9.1 stores those with
+    PutSecrets, which first deletes every secret the org has.)"""
+    SecretsService(client.api_client).patch_orgs_id_secrets(org_id, settings.secrets())
+
+
+def delete_secrets(client: InfluxDBClient, org_id: str, *, dry_run: bool = False) -> list[str]:
+    """Deletes the secrets the tasks read; returns the keys that were there."""
     secrets = SecretsService(client.api_client)
     present = set(secrets.get_orgs_id_secrets(org_id).secrets or [])
-    for key in sorted(present & {WEBHOOK_SECRET, ROUTING_KEY_SECRET}):
+    doomed = sorted(present & {WEBHOOK_SECRET, ROUTING_KEY_SECRET})
+    for key in [] if dry_run else doomed:
         secrets.delete_orgs_id_secrets_id(org_id, key)
-    return report
+    return doomed

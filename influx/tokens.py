@@ -2,14 +2,15 @@
 
 - ``agent``: write to the telemetry bucket, nothing else (it can neither read telemetry nor
   touch the results bucket);
-- ``flow``: read the telemetry bucket and write the results bucket, nothing else.
+- ``flow``: read the telemetry bucket and write the results bucket, nothing else;
+- ``grafana``: read the telemetry and results buckets, nothing else (dashboards only read).
 
 They are created through InfluxDB's ``/api/v2/authorizations`` API with an operator's token
 (one allowed to create authorizations in the org: the setup token, or an all-access token).
 The new token is returned once; InfluxDB 2.9 stores only its hash.
 
 >>> sorted(ROLES), ROLES["agent"]
-(['agent', 'flow'], (('write', 'telemetry'),))
+(['agent', 'flow', 'grafana'], (('write', 'telemetry'),))
 >>> operator = InfluxSettings(url="http://127.0.0.1:8086", token=admin_token)  # doctest: +SKIP
 >>> create_token(operator, "agent")  # doctest: +SKIP
 '...the new token...'
@@ -27,6 +28,7 @@ from reflex_localize.influx.connection import connect
 ROLES: dict[str, tuple[tuple[str, str], ...]] = {
     "agent": (("write", "telemetry"),),
     "flow": (("read", "telemetry"), ("write", "results")),
+    "grafana": (("read", "telemetry"), ("read", "results")),
 }
 
 
@@ -59,9 +61,7 @@ def create_token(
             )
             for action, which in ROLES[role]
         ]
-        text = description or f"reflex {role}: " + ", ".join(
-            f"{action} {buckets[which]}" for action, which in ROLES[role]
-        )
+        text = description or role_description(role, telemetry_bucket, results_bucket)
         authorization = client.authorizations_api().create_authorization(
             org_id=org_id, permissions=permissions
         )
@@ -81,6 +81,15 @@ def create_token(
     return str(token)
 
 
+def role_description(
+    role: str, telemetry_bucket: str, results_bucket: str, prefix: str = "reflex "
+) -> str:
+    """How a token of ``role`` is described in InfluxDB: ``reflex agent: write telemetry``."""
+    buckets = {"telemetry": telemetry_bucket, "results": results_bucket}
+    grants = ", ".join(f"{action} {buckets[which]}" for action, which in ROLES[role])
+    return f"{prefix}{role}: {grants}"
+
+
 def _org_id(client: InfluxDBClient, org: str) -> str:
     found = client.organizations_api().find_organizations(org=org)
     if not found:
@@ -96,7 +105,8 @@ def _bucket_id(client: InfluxDBClient, name: str, org_id: str) -> str:
             raise
         found = []
     if not found:
-        raise TokenError(f"no bucket {name!r} in the organization")
+        # A fresh org has no Reflex buckets until `reflex setup` (or `influx apply`) makes them.
+        raise TokenError(f"no bucket {name!r} in the organization (reflex setup creates it)")
     return str(found[0].id)
 
 
@@ -104,3 +114,31 @@ def _describe(client: InfluxDBClient, authorization: object, text: str) -> None:
     """Names the token in InfluxDB's UI, so an operator can tell what to revoke."""
     authorization.description = text  # type: ignore[attr-defined]
     client.authorizations_api().update_authorization(authorization)
+
+
+def delete_tokens(
+    operator: InfluxSettings, description_prefix: str, *, dry_run: bool = False
+) -> list[str]:
+    """Deletes the org's tokens whose description starts with ``description_prefix``.
+
+    Returns their descriptions (``dry_run``: deletes nothing). Tokens are told apart only by
+    their description, so callers pass a prefix that only they write (``reflex setup ``).
+    """
+    client = connect(operator)
+    try:
+        org_id = _org_id(client, operator.org)
+        api = client.authorizations_api()
+        doomed = [
+            found
+            for found in api.find_authorizations(org_id=org_id)
+            if (found.description or "").startswith(description_prefix)
+        ]
+        for authorization in [] if dry_run else doomed:
+            api.delete_authorization(authorization)
+    except ApiException as error:
+        raise TokenError(
+            f"InfluxDB at {operator.url}: HTTP {error.status} {error.reason}"
+        ) from None
+    finally:
+        client.close()
+    return [str(found.description) for found in doomed]

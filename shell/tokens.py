@@ -31,7 +31,8 @@ def command() -> None:
     "--role",
     type=click.Choice(sorted(ROLES)),
     required=True,
-    help="agent: write telemetry only; flow: read telemetry, write results.",
+    help="agent: write telemetry only; flow: read telemetry, write results; "
+    "grafana: read telemetry and results.",
 )
 @influx_options
 @click.option(
@@ -56,8 +57,14 @@ def create(influx: InfluxOptions, role: str, results_bucket: str, out: Path | No
     if out is None:
         click.echo(token)
         return
-    descriptor = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    write_token_file(out, token)
+    click.echo(f"{role} token written to {out} (mode 600)", err=True)
+
+
+def write_token_file(path: Path, token: str) -> None:
+    """Writes ``token`` to ``path`` readable by its owner only, whether or not it existed."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # O_CREAT's mode does not apply to a file that already existed: narrow it before writing.
+    os.fchmod(descriptor, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         handle.write(token + "\n")
-    os.chmod(out, 0o600)  # O_CREAT's mode does not apply to a file that already existed
-    click.echo(f"{role} token written to {out} (mode 600)", err=True)
