@@ -4,8 +4,9 @@ Each run is timed and checked. Points that break the schema are dropped and coun
 written. A collector that raises is recorded as a failed run and the others go on; one that
 raises :class:`collectors.base.HardwareAbsent` is a successful run with no points. After each
 run the agent emits one ``reflex_collector`` point with the run's duration, success, point
-count and the collector's rejected records since start: points that broke the schema, plus the
-garbled source reads a collector counts itself (``parse_errors``, by source).
+count, the agent's version and the collector's rejected records since start: points that broke
+the schema, plus the garbled source reads a collector counts itself (``parse_errors``, by
+source). :meth:`Agent.nothing_worked` says when every collector failed (``collect --once``).
 
 With a :class:`~influx.clock_offset.ClockOffset` (fed by the writer from InfluxDB's answers)
 the self-metric also carries ``clock_offset_seconds``, and when the node's clock is known to be
@@ -31,6 +32,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import metadata
 
 from reflex_localize.collectors.base import (
     BackgroundCollector,
@@ -57,6 +59,8 @@ class CollectorState:
     failures: int = 0
     rejected: int = 0
     absent_logged: bool = False
+    last_outcome: str = ""  # of the latest run: "ok", "absent" or "failed"
+    last_reason: str = ""  # why it was absent or failed
 
 
 class Agent:
@@ -77,6 +81,7 @@ class Agent:
         self.clock_offset = clock_offset
         self._correction_ns = 0  # the correction last applied, to log when it changes
         self.schema = schema or load_schema()
+        self.version = package_version()
         self.emit_failures = 0
         self._emit = emit
         self._emit_lock = threading.Lock()
@@ -139,23 +144,27 @@ class Agent:
         now_ns = self.clock.time_ns()
         success = True
         raw: list[Point] = []
+        state.last_outcome, state.last_reason = "ok", ""
         try:
             raw = list(collector.collect(now_ns))
         except HardwareAbsent as absent:
+            state.last_outcome, state.last_reason = "absent", str(absent)
             if not state.absent_logged:
                 log.info("collector %s: hardware absent (%s)", collector.name, absent)
                 state.absent_logged = True
-        except Exception:
+        except Exception as error:
             success = False
             state.failures += 1
+            state.last_outcome, state.last_reason = "failed", f"{type(error).__name__}: {error}"
             log.exception("collector %s failed", collector.name)
         points = self._valid(state, raw)
         state.runs += 1
-        fields: dict[str, float | int | bool] = {
+        fields: dict[str, float | int | bool | str] = {
             "duration_seconds": max(0.0, self.clock.monotonic() - started),
             "success": success,
             "points": len(points),
             "errors": state.rejected + _garbled_reads(collector),
+            "version": self.version,
         }
         estimate = self.clock_offset.estimate() if self.clock_offset is not None else None
         if estimate is not None:
@@ -166,6 +175,18 @@ class Agent:
         points = self._corrected(points)
         self._hand_off(points)
         return points
+
+    def nothing_worked(self) -> str | None:
+        """After a run: why, when at least one collector failed and none worked (hardware
+        absent is neither); else None."""
+        failed = [s for s in self.states if s.last_outcome == "failed"]
+        if not failed or any(s.last_outcome == "ok" for s in self.states):
+            return None
+        reasons = [f"{s.collector.name} ({s.last_reason})" for s in failed]
+        absent = [s.collector.name for s in self.states if s.last_outcome == "absent"]
+        return f"every collector failed: {'; '.join(reasons)}" + (
+            f"; hardware absent: {', '.join(absent)}" if absent else ""
+        )
 
     def _corrected(self, points: list[Point]) -> list[Point]:
         """Points stamped with the server's time when this clock is known to be off."""
@@ -204,6 +225,14 @@ class Agent:
                         error,
                     )
         return valid
+
+
+def package_version() -> str:
+    """The installed reflex-localize version, written in every self-metric."""
+    try:
+        return metadata.version("reflex-localize")
+    except metadata.PackageNotFoundError:  # a checkout that was never installed
+        return "unknown"
 
 
 def _garbled_reads(collector: Collector) -> int:

@@ -79,6 +79,17 @@ class FixedClock:
         self.mono += seconds
 
 
+class SourceMissing(FileNotFoundError):
+    """A configured source root (``proc_root``, ``sys_root``) does not exist: a wrong path,
+    counted as a failed run, unlike :class:`HardwareAbsent`."""
+
+
+def require_dir(path: Path, setting: str) -> None:
+    """Raises SourceMissing unless ``path`` (the value of ``setting``) is a directory."""
+    if not path.is_dir():
+        raise SourceMissing(f"{setting} {path} is not a directory")
+
+
 def base_tags(cluster: str, node: str) -> dict[str, str]:
     return {"cluster": cluster, "node": node}
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reflex_localize.collectors.base import base_tags, read_text
+from reflex_localize.collectors.base import base_tags, read_text, require_dir
 from reflex_localize.collectors.settings import (
     DEFAULT_MOUNTPOINTS,
     LOCAL_FSTYPES,
@@ -101,6 +101,7 @@ class FilesystemCollector:
         self._tags = base_tags(cluster, node)
 
     def collect(self, now_ns: int) -> Iterator[Point]:
+        require_dir(self.proc_root, "proc_root")
         mounts = parse_mounts(read_text(self.proc_root / "mounts") or "")
         # The last mount on a mountpoint is the visible one.
         visible = {mount.mountpoint: mount for mount in mounts}

@@ -32,7 +32,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from reflex_localize.collectors.base import base_tags, read_text
+from reflex_localize.collectors.base import base_tags, read_text, require_dir
 from reflex_localize.schemas.codec import Point
 
 if TYPE_CHECKING:
@@ -259,6 +259,7 @@ class HostCollector:
         self._garbled_this_run: list[str] = []
 
     def collect(self, now_ns: int) -> Iterator[Point]:
+        require_dir(self.proc_root, "proc_root")
         self._garbled_this_run = []
         host = [
             self._read("stat", self._cpu_fields),

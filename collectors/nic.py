@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reflex_localize.collectors.base import base_tags, read_int, read_text
+from reflex_localize.collectors.base import base_tags, read_int, read_text, require_dir
 from reflex_localize.schemas.codec import Point
 
 if TYPE_CHECKING:
@@ -172,6 +172,7 @@ class NicCollector:
         self._tags = base_tags(cluster, node)
 
     def collect(self, now_ns: int) -> Iterator[Point]:
+        require_dir(self.sys_root, "sys_root")
         for directory in _sorted_entries(self.sys_root / "class" / "infiniband"):
             for port_dir in _sorted_entries(directory / "ports"):
                 yield from self._ib_points(read_ib_port(directory.name, port_dir), now_ns)

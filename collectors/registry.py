@@ -14,6 +14,7 @@ from reflex_localize.influx.config import ConfigError, Identity
 
 COLLECTOR_MODULES = {name: f"reflex_localize.collectors.{name}" for name in COLLECTOR_NAMES}
 COLLECTOR_MODULES["host_fs"] = "reflex_localize.collectors.filesystems"
+COLLECTOR_MODULES["hook"] = "reflex_localize.collectors.hook_receiver"
 
 
 def build_collectors(identity: Identity, settings: CollectSettings) -> list[Collector]:

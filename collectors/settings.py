@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reflex_localize.collectors.hook_socket import DEFAULT_HOOK_SOCKET
+
 # Which filesystems the host_fs collector watches, unless the config says otherwise.
 DEFAULT_MOUNTPOINTS = ("/", "/var", "/tmp", "/home", "/scratch", "/raid", "/data", "/local")
 LOCAL_FSTYPES = ("ext4", "ext3", "xfs", "btrfs", "zfs", "f2fs", "tmpfs", "overlay")
 
 # The collectors that exist, in the order they run (collectors/registry.py builds them).
-COLLECTOR_NAMES = ("host", "host_fs", "nic", "kmsg", "gpu")
+COLLECTOR_NAMES = ("host", "host_fs", "nic", "kmsg", "gpu", "topology", "hook")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class CollectSettings:
     # than the tolerance (see influx/clock_offset.py); false: measure and report only.
     clock_correction: bool = True
     clock_tolerance_s: float = 2.0
+    # Where training hooks on this node send their records (collectors/hook_receiver.py);
+    # REFLEX_HOOK_SOCKET overrides it for the agent and the hook alike.
+    hook_socket: str = DEFAULT_HOOK_SOCKET
 
     def interval(self, collector: str, default: float) -> float:
         return float(self.intervals.get(collector, default))

@@ -2,9 +2,20 @@
 
 Standard library only. On the training thread a call only reads the clock and appends a tuple
 to a bounded deque (a few microseconds); a daemon thread turns the tuples into line protocol
-and POSTs them to InfluxDB. Nothing here blocks training or raises into it: when the queue is
-full, or InfluxDB is slow or down past the retry buffer, records are dropped and counted in
-:attr:`TrainingHook.stats`.
+and sends them to the node's agent over a local Unix socket (:mod:`collectors.hook_socket`;
+``REFLEX_HOOK_SOCKET``, default ``/run/reflex/hook.sock``), which stamps, journals and writes
+them: the job holds no token. Nothing here blocks training or raises into it: when the queue
+is full, or the agent is away past the retry buffer, records are dropped and counted in
+:attr:`TrainingHook.stats` (and reported to the agent with the next datagram that gets there).
+
+Sites without an agent opt in to InfluxDB directly with ``REFLEX_HOOK_SINK=influx`` and the
+``REFLEX_INFLUX_*`` variables, or ``sink=http_sink(...)``.
+
+PyTorch in one line: ``hook.attach(optimizer)`` ends a step after each ``optimizer.step()``
+and times it as the optimizer section. Named sections (``with hook.section("forward"):``;
+data, forward, backward, optimizer, checkpoint) fill the ``*_seconds`` fields of
+``train_step``; when a script marks sections but no ``compute`` phase, compute is forward +
+backward + optimizer.
 
 Like the agent, the HTTP sink learns from InfluxDB's ``Date`` headers how far this node's clock
 is off (:mod:`influx.clock_offset`); past the tolerance, records are stamped with the server's
@@ -45,12 +56,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reflex_localize.collectors.hook_socket import SocketSink, socket_path
 from reflex_localize.influx.clock_offset import ClockOffset
 
 log = logging.getLogger(__name__)
 
 Sink = Callable[[str], None]  # takes a batch of line protocol; raises on failure
 MEMBERSHIP_EVERY_S = 60.0  # job_membership is restated so a flow joining late still sees it
+# Accumulators of a step, in order: the two phases, then the named sections (train_step
+# fields NAME_seconds), then one that takes an unknown section's time and is never written.
+SECTIONS = ("data", "forward", "backward", "optimizer", "checkpoint")
+_PHASES = ("compute", "comm", *SECTIONS, "unknown")
+_COMPUTE_SECTIONS = slice(3, 6)  # forward, backward, optimizer
+MAX_MESSAGE_CHARS = 4096  # of an event's message: a line always fits one datagram
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,11 @@ class HookStats:
     dropped_queue_full: int = 0
     dropped_send_failed: int = 0
     send_errors: int = 0
+    last_send_error: str = ""
+
+    @property
+    def dropped(self) -> int:
+        return self.dropped_queue_full + self.dropped_send_failed
 
 
 def detect_rank(
@@ -171,10 +194,11 @@ class TrainingHook:
         self.node = node or env.get("REFLEX_NODE") or socket.gethostname()
         self.profile = profile
         self.stats = HookStats()
-        self.compute = _Phase(self, 0)
-        self.comm = _Phase(self, 1)
-        self._phase_seconds = [0.0, 0.0]
-        self._sink = sink if sink is not None else http_sink_from_env(env)
+        self._phase_seconds = [0.0] * len(_PHASES)
+        self._phases = {name: _Phase(self, index) for index, name in enumerate(_PHASES)}
+        self.compute, self.comm = self._phases["compute"], self._phases["comm"]
+        self._unknown_sections: set[str] = set()
+        self._sink: Sink | SocketSink = sink if sink is not None else sink_from_env(env)
         self._queue: deque[tuple[Any, ...]] = deque()
         self._max_queue = max_queue
         self._retry: deque[str] = deque()
@@ -196,11 +220,48 @@ class TrainingHook:
         """Ends a step: its time is the time since the previous call (or since the hook began)."""
         now = time.perf_counter()
         wall_ns = time.time_ns()
-        compute, comm = self._phase_seconds
-        self._phase_seconds = [0.0, 0.0]
+        phases, self._phase_seconds = self._phase_seconds, [0.0] * len(_PHASES)
         elapsed, self._last_step = now - self._last_step, now
         self._step_number = step if step is not None else self._step_number + 1
-        self._put(("step", wall_ns, self._step_number, elapsed, compute, comm, tokens, loss))
+        self._put(("step", wall_ns, self._step_number, elapsed, phases, tokens, loss))
+
+    def section(self, name: str) -> _Phase:
+        """``with hook.section("forward"):`` adds the block's time to this step's section
+        (data, forward, backward, optimizer, checkpoint). The object is reusable: fetch it once
+        outside the loop to save a dictionary lookup. An unknown name is logged, not raised."""
+        if name in SECTIONS:
+            return self._phases[name]
+        if name not in self._unknown_sections:  # once: it is asked for at every step
+            self._unknown_sections.add(name)
+            log.warning("reflex training hook: no section %r (known: %s)", name, SECTIONS)
+        return self._phases["unknown"]
+
+    def attach(self, optimizer: Any, *, tokens_per_step: int | None = None) -> list[Any]:
+        """One line for PyTorch: each ``optimizer.step()`` ends a step and is timed as the
+        optimizer section, through ``register_step_pre_hook`` / ``register_step_post_hook``
+        (``torch.optim.Optimizer``, torch 2.0+). Returns their handles (``.remove()``). An
+        object without those methods is logged and left alone."""
+        post = getattr(optimizer, "register_step_post_hook", None)
+        if not callable(post):
+            log.warning("reflex training hook: %r has no register_step_post_hook", optimizer)
+            return []
+        timer = self._phases["optimizer"]
+
+        def started(_optimizer: Any, _args: Any, _kwargs: Any) -> None:
+            timer.__enter__()
+
+        def finished(_optimizer: Any, _args: Any, _kwargs: Any) -> None:
+            try:
+                if timer._started:
+                    timer.__exit__()
+                    timer._started = 0.0
+                self.step(tokens=tokens_per_step)
+            except Exception:  # never into the training step
+                log.debug("reflex training hook: optimizer hook failed", exc_info=True)
+
+        pre = getattr(optimizer, "register_step_pre_hook", None)
+        handles = [pre(started)] if callable(pre) else []
+        return [*handles, post(finished)]
 
     def event(self, kind: str, message: str, code: int | None = None) -> None:
         """A training-side event (nccl_timeout, process_exit, ...), written at the next flush."""
@@ -220,6 +281,19 @@ class TrainingHook:
             self._put(("membership", time.time_ns(), False))
             self._stop.set()
             self._thread.join(timeout_s)
+            left = len(self._queue) + len(self._retry)
+            if self._thread.is_alive():  # still sending (a slow sink): it may yet get there
+                log.warning("reflex training hook: closing with %d records unsent", left)
+            else:  # what the last flushes could not send is lost with the process: counted
+                self.stats.dropped_send_failed += left
+            if self.stats.dropped:
+                stats = self.stats
+                log.warning(
+                    "reflex training hook: %d records dropped (%s); last error: %s",
+                    stats.dropped, self._sink, stats.last_send_error or "-",
+                )  # fmt: skip
+            if isinstance(self._sink, SocketSink):
+                self._sink.close()
         except Exception:
             log.debug("reflex training hook: close failed", exc_info=True)
 
@@ -234,11 +308,18 @@ class TrainingHook:
                 log.debug("reflex training hook: clock probe failed", exc_info=True)
         while True:
             stopping = self._stop.wait(self._flush_interval_s)
-            try:
-                self._flush()
-            except Exception:
-                self.stats.send_errors += 1
-                log.debug("reflex training hook: flush failed", exc_info=True)
+            before = -1
+            # On close, flush again while it makes progress (a backlog larger than the agent
+            # takes at once); close()'s timeout bounds it.
+            while before != self.stats.sent_lines:
+                before = self.stats.sent_lines
+                try:
+                    self._flush()
+                except Exception:
+                    self.stats.send_errors += 1
+                    log.debug("reflex training hook: flush failed", exc_info=True)
+                if not stopping or not (self._queue or self._retry):
+                    break
             if stopping:
                 return
 
@@ -253,16 +334,26 @@ class TrainingHook:
             lines.append(self._line(self._queue.popleft()))
         if not lines:
             return
+        if isinstance(self._sink, SocketSink):
+            sent = self._sink.send_lines(lines, self.stats.dropped)
+            self.stats.sent_lines += sent
+            if sent < len(lines):
+                self._keep_for_retry(lines[sent:], self._sink.last_error)
+            return
         try:
             self._sink("\n".join(lines) + "\n")
         except Exception as error:
-            self.stats.send_errors += 1
-            log.debug("reflex training hook: send failed: %s", error)
-            keep = lines[-self._max_retry :]
-            self.stats.dropped_send_failed += len(lines) - len(keep)
-            self._retry.extend(keep)
+            self._keep_for_retry(lines, str(error))
             return
         self.stats.sent_lines += len(lines)
+
+    def _keep_for_retry(self, lines: list[str], error: str) -> None:
+        self.stats.send_errors += 1
+        self.stats.last_send_error = error
+        log.debug("reflex training hook: send failed: %s", error)
+        keep = lines[-self._max_retry :]
+        self.stats.dropped_send_failed += len(lines) - len(keep)
+        self._retry.extend(keep)
 
     def _line(self, record: tuple[Any, ...]) -> str:
         kind, wall_ns = record[0], record[1]
@@ -273,13 +364,17 @@ class TrainingHook:
         head = f"cluster={_tag(self.cluster)},job={_tag(info.job)},node={_tag(self.node)}"
         head += f",rank={info.rank}"
         if kind == "step":
-            _, _, number, elapsed, compute, comm, tokens, loss = record
+            _, _, number, elapsed, phases, tokens, loss = record
             self.stats.steps += 1
             fields = [f"step={number}i", f"step_time_seconds={float(elapsed)!r}"]
+            compute = phases[0] or sum(phases[_COMPUTE_SECTIONS])
             if compute:
                 fields.append(f"compute_seconds={float(compute)!r}")
-            if comm:
-                fields.append(f"comm_seconds={float(comm)!r}")
+            if phases[1]:
+                fields.append(f"comm_seconds={float(phases[1])!r}")
+            for name, seconds in zip(SECTIONS, phases[2:], strict=False):
+                if seconds:
+                    fields.append(f"{name}_seconds={float(seconds)!r}")
             if tokens is not None and elapsed > 0:
                 fields.append(f"tokens_per_second={float(tokens / elapsed)!r}")
             if loss is not None and _finite(loss):
@@ -291,7 +386,7 @@ class TrainingHook:
             fields = [
                 f"job={_string(writable_tag_value(info.job))}",  # as its train_step tag
                 f"rank={info.rank}i",
-                f"message={_string(message)}",
+                f"message={_string(str(message)[:MAX_MESSAGE_CHARS])}",
             ]
             if code is not None:
                 fields.append(f"code={int(code)}i")
@@ -403,6 +498,16 @@ class HttpSink:
 def http_sink(url: str, token: str, org: str, bucket: str, *, timeout_s: float = 5.0) -> Sink:
     """The sink to InfluxDB 2.x; see :class:`HttpSink`."""
     return HttpSink(url, token, org, bucket, timeout_s=timeout_s)
+
+
+def sink_from_env(env: Mapping[str, str]) -> Sink | SocketSink:
+    """The node agent's socket, unless ``REFLEX_HOOK_SINK=influx`` asks for InfluxDB directly."""
+    choice = env.get("REFLEX_HOOK_SINK", "agent").strip().lower()
+    if choice == "influx":
+        return http_sink_from_env(env)
+    if choice != "agent":
+        log.warning("reflex training hook: REFLEX_HOOK_SINK=%r: expected agent or influx", choice)
+    return SocketSink(socket_path(env))
 
 
 def http_sink_from_env(env: Mapping[str, str]) -> Sink:

@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from reflex_localize.collectors.agent import Agent
+from reflex_localize.collectors.agent_metrics import serve_agent_health
 from reflex_localize.collectors.journal import Journal
 from reflex_localize.collectors.registry import build_collectors
 from reflex_localize.collectors.settings import CollectSettings
@@ -55,7 +56,9 @@ def _writer_sink(
 @influx_options
 @click.option("--once", is_flag=True, help="Run every collector once, then exit.")
 @click.option("--stdout", is_flag=True, help="Print line protocol instead of writing to InfluxDB.")
-def command(influx: InfluxOptions, once: bool, stdout: bool) -> None:
+@click.option("--health-address", envvar="REFLEX_HEALTH_ADDRESS", metavar="HOST:PORT",
+              help="Serve /healthz and Prometheus /metrics here (off by default).")  # fmt: skip
+def command(influx: InfluxOptions, once: bool, stdout: bool, health_address: str | None) -> None:
     """Collect GPU, host, NIC and kernel telemetry on this node."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -77,9 +80,19 @@ def command(influx: InfluxOptions, once: bool, stdout: bool) -> None:
         node=config.identity.node,
         clock_offset=None if stdout else clock_offset,
     )
+    health = None
+    if health_address and not once:
+        spool = None if stdout else Path(settings.spool_dir)
+        try:
+            health = serve_agent_health(health_address, agent, sink, spool)
+        except (ValueError, OSError) as error:  # a malformed address, a port in use
+            sink.close()
+            raise click.ClickException(f"--health-address {health_address}: {error}") from None
     try:
         if once:
             agent.run_once()
+            if (failure := agent.nothing_worked()) is not None:
+                raise click.ClickException(failure)
         else:
             stop = threading.Event()
             for signum in (signal.SIGTERM, signal.SIGINT):
@@ -87,6 +100,8 @@ def command(influx: InfluxOptions, once: bool, stdout: bool) -> None:
             log.info("collecting %s on %s", ", ".join(settings.enabled), config.identity.node)
             agent.run(stop)
     finally:
+        if health is not None:
+            health.stop()
         for collector in collectors:
             close = getattr(collector, "close", None)
             if close is not None:

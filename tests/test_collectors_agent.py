@@ -75,7 +75,9 @@ def test_a_broken_collector_does_not_stop_the_others() -> None:
         "success": True,
         "points": 0,
         "errors": 0,
+        "version": agent.version,
     }
+    assert agent.version not in ("", "unknown"), "the installed package's version"
 
 
 def test_points_breaking_the_schema_are_dropped_and_counted() -> None:
@@ -156,6 +158,7 @@ proc_root = "{FIXTURES / "host" / "proc"}"
 sys_root = "{FIXTURES / "nic" / "sys"}"
 kmsg_path = "{FIXTURES / "kmsg" / "kmsg.txt"}"
 spool_dir = "{tmp_path / "spool"}"
+hook_socket = "{tmp_path / "hook.sock"}"
 {extra}
 """
     )
@@ -186,6 +189,47 @@ def test_cli_once_stdout_on_this_machine() -> None:
     points = decoded(result.stdout)
     assert {"host", "nic", "reflex_collector"} <= {p.measurement for p in points}
     assert all(p.fields["success"] for p in points if p.measurement == "reflex_collector")
+
+
+def test_cli_once_fails_when_every_source_path_is_wrong(tmp_path: Path) -> None:
+    wrong = tmp_path / "nowhere"
+    config = (
+        write_config(tmp_path)
+        .read_text()
+        .replace(
+            '"gpu"]',
+            '"topology", "hook"]',  # not gpu: on a GPU node it would work
+        )
+    )
+    for key in ("proc_root", "sys_root", "kmsg_path"):
+        config = "\n".join(
+            f'{key} = "{wrong / key}"' if line.startswith(f"{key} =") else line
+            for line in config.splitlines()
+        )
+    path = tmp_path / "wrong.toml"
+    path.write_text(config)
+    result = CliRunner().invoke(command, ["--config", str(path), "--once", "--stdout"])
+    assert result.exit_code == 1, result.output
+    assert "every collector failed" in result.output
+    for name in ("host (", "host_fs (", "nic (", "topology ("):
+        assert name in result.output
+    assert f"proc_root {wrong / 'proc_root'} is not a directory" in result.output
+    assert "hardware absent: kmsg, hook" in result.output
+
+
+def test_cli_once_succeeds_when_hardware_is_only_absent(tmp_path: Path) -> None:
+    config = (
+        write_config(tmp_path)
+        .read_text()
+        .replace('["host", "host_fs", "nic", "kmsg", "gpu"]', '["gpu", "hook"]')
+    )
+    path = tmp_path / "absent.toml"
+    path.write_text(config)
+    result = CliRunner().invoke(command, ["--config", str(path), "--once", "--stdout"])
+    assert result.exit_code == 0, result.output
+    metrics = self_metrics(decoded(result.stdout))
+    assert set(metrics) == {"gpu", "hook"}
+    assert all(m["success"] and m["points"] == 0 for m in metrics.values())
 
 
 def test_cli_config_errors_name_the_key_and_file(tmp_path: Path) -> None:
