@@ -152,6 +152,15 @@ def describe_finding(
             f"its ranks, and they run on {top.node}, whose {top.component} {top.index} shows "
             f"{signal} against its peers: hardware, not partitioning"
         )
+    elif kind == "comm_straggler" and top is not None:
+        signal = next((e.signal for e in top.evidence if e.weight > 0), "")
+        severity, confidence = "warning", 0.7
+        action = recommend_action(top.component, signal)
+        summary = (
+            f"communication straggler: {top.node} {top.component} {top.index} ({signal}) "
+            f"carries {rank_label}; ranks spend {100 * (finding.ratio - 1):.0f}% of their steps "
+            "in collectives and every rank waits on it"
+        )
     elif kind == "stage":
         severity, confidence = "info", 0.7
         action = (

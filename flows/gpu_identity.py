@@ -41,6 +41,8 @@ class GpuIdentity:
     """(node, bus key) -> GPU index, learned from the agent's identity measurements."""
 
     bus: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (node, GPU index) -> the NIC entity index of its rail ("mlx5_3/1"), from gpu_topology.
+    rail: dict[tuple[str, int], str] = field(default_factory=dict)
 
     def learn(self, frames: list[Frame]) -> None:
         for frame in frames:
@@ -52,6 +54,28 @@ class GpuIdentity:
                 key = bus_key(str(bus_id))
                 if key is not None and str(gpu).isdigit():
                     self.bus[(str(node), key)] = int(gpu)
+            if frame.measurement == "gpu_topology" and "hca" in frame.fields:
+                self._learn_rails(frame)
+
+    def _learn_rails(self, frame: Frame) -> None:
+        ports = frame.fields.get("hca_port", np.ones(len(frame), dtype=np.int64))
+        for node, gpu, hca, port in zip(
+            frame.tags["node"].tolist(),
+            frame.tags["gpu"].tolist(),
+            np.asarray(frame.fields["hca"]).tolist(),
+            np.asarray(ports).tolist(),
+            strict=True,
+        ):
+            if str(gpu).isdigit() and hca:
+                self.rail[(str(node), int(gpu))] = f"{hca}/{int(port)}"
+
+    def rails_of(self, nodes: set[str]) -> dict[str, str]:
+        """GPU entity -> the NIC entity of its rail, for these nodes."""
+        return {
+            f"{node}|gpu|{gpu}": f"{node}|nic|{port}"
+            for (node, gpu), port in self.rail.items()
+            if node in nodes
+        }
 
     def index(self, node: str, device: str) -> str | None:
         """The GPU index of a device named by bus id, when the node told which it is."""

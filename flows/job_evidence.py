@@ -22,6 +22,19 @@ from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, STEP_SIGNAL, fa
 DIRECTION = np.array([SIGNALS[name].direction for name in SIGNAL_NAMES], dtype=np.float64)
 EXPLICIT_EVIDENCE = {"critical": 6.0, "warning": 2.0}
 RECORD_MATTERS = 1.0  # a part's trouble from earlier jobs that changes how it is judged
+# A port's own faults: what makes it slow the traffic through it (not congestion, which a
+# port suffers, and not error trickles, which many healthy ports show from day one).
+PORT_FAULTS = (
+    "nic_rate_low",
+    "nic_link_recovery_rate",
+    "nic_link_downed_rate",
+    "nic_link_down",
+    "nic_speed_low",
+    "nic_symbol_error_rate",
+    "nic_rcv_error_rate",
+    "nic_integrity_error_rate",
+)
+BACK_PRESSURE = "nic_xmit_wait_rate"
 Weights = Callable[[str], dict[str, float]]  # hardware profile -> signal -> weight
 
 
@@ -109,6 +122,7 @@ class EvidenceBook:
     # This window's entities, their deviation from peers, and which signals carry weight:
     # read by peer_only() only when a slow stage needs it, so off the per-window path.
     peer_view: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    amounts: dict[str, dict[str, float]] = field(default_factory=dict)  # this window
 
     def notes(self, entity: str) -> list[Evidence]:
         """The entity's latest evidence, strongest first."""
@@ -150,9 +164,13 @@ class EvidenceBook:
             self.features[entities[row]] = {
                 SIGNAL_NAMES[c]: float(strength[row, c]) for c in np.flatnonzero(strength[row])
             }
+        self.amounts = {}
         for row in np.flatnonzero(amount.sum(axis=1) > 0):
             entity = entities[row]
             totals[entity] = totals.get(entity, 0.0) + float(amount[row].sum())
+            self.amounts[entity] = {
+                SIGNAL_NAMES[c]: float(amount[row, c]) for c in np.flatnonzero(amount[row])
+            }
             for col in np.flatnonzero(amount[row] > 0):
                 signal = SIGNAL_NAMES[col]
                 since = self.since.setdefault((entity, signal), end_ns)
@@ -225,6 +243,38 @@ class EvidenceBook:
             totals[entity] = totals.get(entity, 0.0) + amount
             since = self.since.setdefault((entity, STEP_SIGNAL), end_ns)
             self._note(entity, Evidence(STEP_SIGNAL, None, peer_z, amount, since))
+
+    def back_pressure(self, totals: dict[str, float], end_ns: int) -> None:
+        """A port that waits for credits (``port_xmit_wait``) is the victim: the receiver it
+        sends into drains slower. Its waiting is read from the receiving side: it goes to the
+        port of the same rail on another node that shows a fault of its own, if one does (with
+        no such port, it is congestion and stays where it is)."""
+        faulty = {
+            e: sum(v for s, v in signals.items() if s in PORT_FAULTS)
+            for e, signals in self.amounts.items()
+            if "|nic|" in e
+        }
+        for entity, signals in list(self.amounts.items()):
+            wait = signals.get(BACK_PRESSURE, 0.0)
+            if wait <= 0 or "|nic|" not in entity:
+                continue
+            node, _, port = entity.split("|")
+            mates = [
+                e for e, f in faulty.items()
+                if f > 0 and e.endswith(f"|nic|{port}") and not e.startswith(f"{node}|")
+            ]  # fmt: skip
+            if not mates:
+                continue
+            receiver = max(mates, key=lambda e: (faulty[e], e))
+            totals[entity] -= wait
+            totals[receiver] = totals.get(receiver, 0.0) + wait
+            self.evidence[entity] = [
+                e for e in self.evidence.get(entity, []) if e.signal != BACK_PRESSURE
+            ]
+            since = self.since.setdefault((receiver, "back_pressure"), end_ns)
+            self._note(
+                receiver, Evidence(f"back_pressure: {node} waits on it", None, None, wait, since)
+            )
 
     def node_compound(self, totals: dict[str, float], end_ns: int) -> None:
         """Small anomalies spread over one node's parts add up to the node: the node gets

@@ -44,6 +44,19 @@ RECENT_WINDOWS = 3  # evidence this recent makes an entity a current suspect
 HOLD_WINDOWS = 3
 # GPU signals that make a rank compute slower (a stage slow on all its ranks may be these).
 _SLOWING_SIGNALS = ("throttle_", "sm_clock_low", "power_low")
+# Faults of a part that slow communication (see _comm_straggler), and the share of step time
+# in collectives above which a job's communication is worth a straggler of its own.
+COMM_FAULTS = (
+    "nic_rate_low",
+    "nic_link_recovery_rate",
+    "nic_link_downed_rate",
+    "nic_link_down",
+    "nic_speed_low",
+    "pcie_downgrade",
+    "pcie_gen_low",
+    "nvlink_down",
+)
+COMM_SHARE = 0.05
 _DEFAULT_PROFILE = "h100-sxm5-80gb"
 
 
@@ -221,6 +234,7 @@ class JobState:
         )
         self.book.stragglers(parts, self.members, self._weights, end_ns, totals)
         self.book.explicit(events, totals)
+        self.book.back_pressure(totals, end_ns)
         if self.config.mode == "reflex":
             self.book.history(totals, self._history(parts), end_ns)
         self.book.node_compound(totals, end_ns)
@@ -396,6 +410,9 @@ class JobState:
         stragglers = [f for f in found if f.kind == "straggler"]
         if stragglers and self.config.mode != "temporal_only":
             return self._emit_straggler(window, end_ns, stragglers)
+        comm = self._comm_straggler(window, end_ns, parts)
+        if comm is not None:
+            return comm
         if cascade and self.cascade_waiting < 0:
             self.cascade_waiting = window
             return None
@@ -436,6 +453,50 @@ class JobState:
             return None
         self.info_verdict_ns = -(10**19)
         return self._emit(window, end_ns, "regression", None, revises=True)
+
+    def _comm_straggler(
+        self, window: int, end_ns: int, parts: list[JobWindow]
+    ) -> LocalizationEvent | None:
+        """A part that slows the job's communication, not its compute: every rank then waits
+        in its collectives alike, so no rank's own times stand out, and the part's own fault
+        signals are the evidence (a port trained down, retraining, erroring; a GPU's PCIe or
+        NVLink down). Told when such evidence has held for 3 windows, stands above twice the
+        naming threshold, and the job spends a real share of its steps communicating."""
+        comm = np.concatenate([p.steps.comm for p in parts])
+        step = np.concatenate([p.steps.step_time for p in parts])
+        ok = np.isfinite(comm) & np.isfinite(step) & (step > 0)
+        if not ok.any() or float(np.median(comm[ok] / step[ok])) < COMM_SHARE:
+            return None
+        held = end_ns - HOLD_WINDOWS * self.config.window_seconds * 1e9
+        candidates = []
+        for entity in self.fresh:
+            signals = [
+                e for e in self.book.notes(entity)
+                if e.signal in COMM_FAULTS and e.since_ns <= held and e.weight > 0
+            ]  # fmt: skip
+            score = self.compound.get(entity)
+            if signals and score >= 2 * self.config.min_suspect_score:
+                candidates.append((score, entity))
+        if not candidates:
+            return None
+        _, entity = max(candidates)
+        node, component, index = entity.split("|")
+        lead = Suspect(node, component, index, round(self.compound.get(entity), 3),
+                       self.book.notes(entity)[:6])  # fmt: skip
+        rails = {gpu: nic for p in parts for gpu, nic in p.rails.items()}
+        on_rail = sorted(g for g, nic in rails.items() if nic == entity)
+        ranks = sorted(i.rank for i in self.members.values() if rank_entity(i) in on_rail)
+        if component == "gpu":
+            ranks = sorted(i.rank for i in self.members.values() if rank_entity(i) == entity)
+        share = float(np.median(comm[ok] / step[ok]))
+        finding = StepFinding("comm_straggler", ratio=1 + share, since_ns=int(held))
+        if component == "gpu":
+            label = f"the traffic of rank {', '.join(map(str, ranks)) or '?'}"
+        elif ranks:
+            label = f"the rail of ranks {', '.join(map(str, ranks))}"
+        else:
+            label = "a rail whose GPUs are unknown (no gpu_topology)"
+        return self._lead_event(window, end_ns, "comm_straggler", finding, lead, rank_label=label)
 
     def _learn_stages(self, parts: list[JobWindow], regressed: bool) -> None:
         now = self._stage_compute(parts)

@@ -134,3 +134,5 @@ class JobWindow:
     # Parts of the job's nodes with a record from earlier (flows/node_memory.py):
     # entity -> (trouble now, what fed it).
     records: dict[str, tuple[float, str]] = field(default_factory=dict)
+    # GPU entity -> the NIC entity of its rail, where the agent wrote gpu_topology.
+    rails: dict[str, str] = field(default_factory=dict)

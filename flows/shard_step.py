@@ -168,6 +168,7 @@ class ShardState:
                         alive_nodes=sorted(alive & nodes),
                         agent_nodes=sorted(agent & nodes),
                         records=self.memory.of_nodes(nodes, batch.end_ns),
+                        rails=self.gpu_ids.rails_of(nodes),
                         world_size=self.world_sizes.get(job, 0),
                         active=job not in ended,
                     ),
