@@ -15,6 +15,7 @@ import numpy as np
 
 from reflex_localize.flows.detectors import evidence_strength, peer_deviation
 from reflex_localize.flows.events import Evidence
+from reflex_localize.flows.impact_model import ImpactModel
 from reflex_localize.flows.messages import ExplicitEvent, JobWindow, RankInfo
 from reflex_localize.flows.shard_step import FLOORS
 from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, STEP_SIGNAL, factorize
@@ -275,6 +276,45 @@ class EvidenceBook:
             self._note(
                 receiver, Evidence(f"back_pressure: {node} waits on it", None, None, wait, since)
             )
+
+    def impact(self, totals: dict[str, float], model: ImpactModel, end_ns: int) -> None:
+        """Evidence in proportion to the slowdown a part's anomalies predict (the learned
+        impact model): per part, and per node for what its parts predict together beyond
+        the strongest part alone."""
+        per_node: dict[str, dict[str, float]] = {}
+        best: dict[str, float] = {}
+        for entity, evidence in sorted(self.features.items()):
+            node, component, _ = entity.split("|")
+            own = {s: v for s, v in evidence.items() if s != STEP_SIGNAL}
+            if component == "node" or not own:
+                continue
+            extra = model.extra_evidence(own)
+            union = per_node.setdefault(node, {})
+            for signal, value in own.items():
+                union[signal] = max(union.get(signal, 0.0), value)
+            best[node] = max(best.get(node, 0.0), extra)
+            if extra > 0:
+                self._add(totals, entity, extra, model, own, end_ns)
+        for node, union in per_node.items():
+            together = model.extra_evidence(union) - best[node]
+            if together > 1e-9:
+                self._add(totals, f"{node}|node|-", together, model, union, end_ns)
+
+    def _add(
+        self,
+        totals: dict[str, float],
+        entity: str,
+        extra: float,
+        model: ImpactModel,
+        evidence: dict[str, float],
+        end_ns: int,
+    ) -> None:
+        totals[entity] = totals.get(entity, 0.0) + extra
+        predicted = 100 * model.predict(evidence)
+        since = self.since.setdefault((entity, "impact"), end_ns)
+        kept = [e for e in self.evidence.get(entity, []) if not e.signal.startswith("impact")]
+        note = Evidence(f"impact: predicts {predicted:.1f}% slower", None, None, extra, since)
+        self.evidence[entity] = [*kept, note]
 
     def node_compound(self, totals: dict[str, float], end_ns: int) -> None:
         """Small anomalies spread over one node's parts add up to the node: the node gets

@@ -16,6 +16,7 @@ from reflex_localize.flows.detectors import CompoundScore
 from reflex_localize.flows.events import Evidence, LocalizationEvent, Suspect
 from reflex_localize.flows.exit_messages import hardware_hint
 from reflex_localize.flows.explain import describe, describe_finding, stage_pattern
+from reflex_localize.flows.impact_model import ImpactModel, impact_rows
 from reflex_localize.flows.job_evidence import (
     RECORD_MATTERS,
     EvidenceBook,
@@ -86,6 +87,10 @@ class JobConfig:
     weights: dict[str, dict[str, float]] = field(default_factory=default_weights)
     # Receives (job, window end, entity -> signal -> unweighted evidence): `reflex fit` uses it.
     recorder: Callable[[str, int, dict[str, dict[str, float]]], None] | None = None
+    # The learned impact model (flows/impact_model.py), and what `reflex fit --impact` learns
+    # from: (job, window end, [(a rank's anomaly indicators, its slowdown)]).
+    impact: ImpactModel | None = None
+    impact_recorder: Callable[[str, int, list[tuple[dict[str, float], float]]], None] | None = None
 
 
 @dataclass
@@ -235,6 +240,11 @@ class JobState:
         self.book.stragglers(parts, self.members, self._weights, end_ns, totals)
         self.book.explicit(events, totals)
         self.book.back_pressure(totals, end_ns)
+        if self.config.impact_recorder is not None:
+            rows = impact_rows(parts, self.members, self.book.features)
+            self.config.impact_recorder(self.job, end_ns, rows)
+        if self.config.impact is not None and self.config.mode == "reflex":
+            self.book.impact(totals, self.config.impact, end_ns)
         if self.config.mode == "reflex":
             self.book.history(totals, self._history(parts), end_ns)
         self.book.node_compound(totals, end_ns)

@@ -1,0 +1,169 @@
+"""How much each benign anomaly, and each pair of them, slows a rank: learned without labels.
+
+The fleet labels itself. Every window, each rank's compute time over its stage peers' level
+(the faster half's median, as the per-step view judges it) is a residual: how much slower
+the rank ran. Its features are the unweighted evidence strengths of its own GPU and of its
+node's host and ports (``EvidenceBook.features``). A non-negative ridge regression over those
+features and their pairwise products (``scikit-learn``) says which anomalies, alone and
+together, go with a slower rank. The flow then adds evidence in proportion to the slowdown a
+part's anomalies predict: several small anomalies that explain the job's slowdown outrank one
+loud anomaly that slows nothing.
+
+The model is a small JSON file with a version (a hash of its content) and its provenance,
+refit on a schedule from history (``reflex fit --impact``) and loaded by the flow
+(``--impact-model``).
+
+>>> model = ImpactModel(("a", "b", "a*b"), (0.01, 0.0, 0.02), 0.0, {})
+>>> round(model.predict({"a": 1.0, "b": 2.0}), 3)
+0.05
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from reflex_localize.flows.messages import JobWindow, RankInfo
+from reflex_localize.flows.signals import SIGNAL_NAMES, STEP_SIGNAL
+from reflex_localize.flows.step_peers import role_ratios
+
+IMPACT_UNIT = 0.02  # 2% of predicted slowdown adds one unit of evidence...
+IMPACT_CAP = 3.0  # ...up to this much per window
+MAX_PAIRS = 24  # pairwise products of the most frequent signals only (bounded model)
+
+
+@dataclass(frozen=True)
+class ImpactModel:
+    features: tuple[str, ...]  # signal names, and "a*b" for a pair
+    coefficients: tuple[float, ...]  # slowdown (fraction) per unit of evidence strength
+    intercept: float
+    provenance: dict = field(default_factory=dict)
+
+    @property
+    def version(self) -> str:
+        body = json.dumps([self.features, self.coefficients, self.intercept])
+        return hashlib.sha256(body.encode()).hexdigest()[:12]
+
+    def predict(self, evidence: dict[str, float]) -> float:
+        """Predicted slowdown (fraction, >= 0) of a rank whose parts show this evidence."""
+        total = 0.0
+        for name, coefficient in zip(self.features, self.coefficients, strict=True):
+            if coefficient == 0.0:
+                continue
+            if "*" in name:
+                left, right = name.split("*", 1)
+                value = evidence.get(left, 0.0) * evidence.get(right, 0.0)
+            else:
+                value = evidence.get(name, 0.0)
+            total += coefficient * value
+        return max(total, 0.0)
+
+    def extra_evidence(self, evidence: dict[str, float]) -> float:
+        return min(self.predict(evidence) / IMPACT_UNIT, IMPACT_CAP)
+
+    def save(self, path: Path) -> None:
+        body = {
+            "version": self.version,
+            "features": list(self.features),
+            "coefficients": list(self.coefficients),
+            "intercept": self.intercept,
+            "provenance": self.provenance,
+        }
+        Path(path).write_text(json.dumps(body, indent=2, sort_keys=True))
+
+    @classmethod
+    def load(cls, path: Path) -> ImpactModel:
+        raw = json.loads(Path(path).read_text())
+        features = tuple(str(f) for f in raw["features"])
+        known = set(SIGNAL_NAMES)
+        unknown = sorted({p for f in features for p in f.split("*")} - known)
+        if unknown:
+            raise ValueError(f"{path}: unknown signals {unknown}")
+        model = cls(
+            features,
+            tuple(float(c) for c in raw["coefficients"]),
+            float(raw["intercept"]),
+            dict(raw.get("provenance", {})),
+        )
+        if raw.get("version") not in (None, model.version):
+            raise ValueError(f"{path}: content does not match its version {raw['version']}")
+        return model
+
+
+def rank_features(info: RankInfo, features: dict[str, dict[str, float]]) -> dict[str, float]:
+    """A rank's anomaly indicators: its GPU's evidence, and the strongest of its node's host
+    and ports per signal (never its own slowness, which is what is predicted)."""
+    out = dict(features.get(f"{info.node}|gpu|{info.gpu}", {}))
+    for entity, evidence in features.items():
+        node, component, _ = entity.split("|")
+        if node == info.node and component in ("host", "nic"):
+            for signal, value in evidence.items():
+                out[signal] = max(out.get(signal, 0.0), value)
+    out.pop(STEP_SIGNAL, None)
+    return out
+
+
+def impact_rows(
+    parts: list[JobWindow], members: dict[int, RankInfo], features: dict[str, dict[str, float]]
+) -> list[tuple[dict[str, float], float]]:
+    """(features, slowdown) per rank of one job window: the training rows."""
+    ranks = np.concatenate([p.steps.rank for p in parts]) if parts else np.zeros(0, np.int64)
+    if not len(ranks):
+        return []
+    compute = np.concatenate([p.steps.compute for p in parts])
+    known = np.isfinite(compute) & (compute > 0)
+    unique, inverse = np.unique(ranks[known], return_inverse=True)
+    if not len(unique):
+        return []
+    mean = np.bincount(inverse, weights=compute[known]) / np.bincount(inverse)
+    infos = [members.get(int(r)) for r in unique.tolist()]
+    rows = [(i, m) for i, m in zip(infos, mean.tolist(), strict=True) if i is not None]
+    if len(rows) < 4:
+        return []
+    groups = np.array([f"{i.pp_rank}|{i.profile}" for i, _ in rows], dtype=object)
+    ratio, _ = role_ratios(np.array([m for _, m in rows]), groups, 0.02)
+    return [
+        (rank_features(info, features), float(r - 1.0))
+        for (info, _), r in zip(rows, ratio.tolist(), strict=True)
+        if np.isfinite(r)
+    ]
+
+
+def fit_impact(
+    rows: list[tuple[dict[str, float], float]], provenance: dict | None = None
+) -> ImpactModel:
+    """Non-negative ridge regression of the slowdown on the anomaly indicators and their
+    most frequent pairs. Ranks with no anomaly at all anchor the level at no slowdown."""
+    from sklearn.linear_model import Ridge
+
+    if len(rows) < 20:
+        raise ValueError(f"{len(rows)} training rows: too few to learn from (need 20)")
+    seen: dict[str, int] = {}
+    for evidence, _ in rows:
+        for signal, value in evidence.items():
+            if value > 0:
+                seen[signal] = seen.get(signal, 0) + 1
+    singles = sorted(seen)
+    frequent = sorted(singles, key=lambda s: (-seen[s], s))[:8]
+    pairs = [f"{a}*{b}" for i, a in enumerate(frequent) for b in frequent[i + 1 :]][:MAX_PAIRS]
+    names = tuple(singles + pairs)
+    x = np.array([[_value(evidence, name) for name in names] for evidence, _ in rows])
+    y = np.clip(np.array([slowdown for _, slowdown in rows]), -0.5, 3.0)
+    if not names:
+        raise ValueError("no anomaly in the training rows: nothing to learn")
+    ridge = Ridge(alpha=1.0, positive=True).fit(x, y)
+    score = float(ridge.score(x, y))
+    info = {"rows": len(rows), "r2": round(score, 4), **(provenance or {})}
+    coefficients = tuple(round(float(c), 6) for c in ridge.coef_)
+    return ImpactModel(names, coefficients, round(float(ridge.intercept_), 6), info)
+
+
+def _value(evidence: dict[str, float], name: str) -> float:
+    if "*" in name:
+        left, right = name.split("*", 1)
+        return evidence.get(left, 0.0) * evidence.get(right, 0.0)
+    return evidence.get(name, 0.0)

@@ -1,0 +1,125 @@
+"""``reflex fit-impact``: learn the compound impact model from the fleet's own history.
+
+No labels: each rank's slowdown against its stage peers is regressed on its parts' anomaly
+indicators (see :mod:`flows.impact_model`). The history is read from InfluxDB (a replay of a
+past range, the way the flow reads it; run it on a schedule, e.g. nightly over the last week)
+or, for a try-out, from simulated scenarios. The model file is versioned by its content; the
+flow takes it with ``reflex flow --impact-model FILE`` (or ``REFLEX_IMPACT_MODEL``).
+
+    reflex fit-impact --influx-url http://influx:8086 --org reflex --token-file ro.token \\
+        --start 2026-11-23T00:00:00Z --stop 2026-11-30T00:00:00Z --out impact.json
+    reflex fit-impact --scenarios fault_compound_quirky,benign_fleet --out impact.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from reflex_localize.flows.impact_model import ImpactModel, fit_impact
+from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.runner import run_in_process
+from reflex_localize.shell.cli_checks import NOT_NEGATIVE, OUTPUT_FILE, scenario_problem
+from reflex_localize.shell.influx_options import InfluxOptions, influx_options
+
+Rows = list[tuple[dict[str, float], float]]
+
+
+def rows_from_scenarios(names: list[str], seed: int) -> Rows:
+    from reflex_localize.shell.simulated_source import SimulatorSource
+
+    rows: Rows = []
+    config = JobConfig(impact_recorder=lambda job, end, got: rows.extend(got))
+    for name in names:
+        run_in_process(SimulatorSource(name, seed, 1, 10.0), job_config=config)
+    return rows
+
+
+def rows_from_influx(influx: InfluxOptions, start_ns: int, stop_ns: int) -> Rows:
+    from reflex_localize.flows.influx_source import QUERY_TIMEOUT_S, InfluxSource
+
+    settings = influx.require("reading history from InfluxDB")
+    source = InfluxSource(
+        dataclasses.replace(settings, timeout_s=max(settings.timeout_s, QUERY_TIMEOUT_S)),
+        n_shards=1,
+        window_seconds=10.0,
+        lag_seconds=0.0,
+        start_ns=start_ns,
+        stop_ns=stop_ns,
+    )
+    rows: Rows = []
+    config = JobConfig(impact_recorder=lambda job, end, got: rows.extend(got))
+    run_in_process(source, job_config=config)
+    return rows
+
+
+def _instant(text: str | None, name: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1e9)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not an ISO time", param_hint=name) from None
+
+
+@click.command()
+@click.option("--scenarios", default="", help="Comma-separated simulated scenarios to learn from.")
+@click.option("--seed", type=NOT_NEGATIVE, default=11, show_default=True)
+@click.option("--start", help="InfluxDB history: first instant (ISO 8601, UTC).")
+@click.option("--stop", help="InfluxDB history: last instant (ISO 8601, UTC).")
+@click.option("--out", "out_path", default="reflex-impact.json", show_default=True,
+              type=OUTPUT_FILE)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the model as JSON.")
+@influx_options
+def command(
+    scenarios: str,
+    seed: int,
+    start: str | None,
+    stop: str | None,
+    out_path: Path,
+    as_json: bool,
+    influx: InfluxOptions,
+) -> None:
+    """Learn how much each anomaly (and pair) slows a rank, without labels."""
+    names = [n for n in scenarios.split(",") if n]
+    start_ns, stop_ns = _instant(start, "'--start'"), _instant(stop, "'--stop'")
+    if bool(names) == (start_ns is not None):
+        raise click.UsageError("give either --scenarios or --start/--stop (InfluxDB history)")
+    if names:
+        for name in names:
+            problem = scenario_problem(name)
+            if problem:
+                raise click.BadParameter(problem, param_hint="'--scenarios'")
+        rows = rows_from_scenarios(names, seed)
+        provenance: dict = {"scenarios": names, "seed": seed}
+    else:
+        if stop_ns is None or start_ns is None or stop_ns <= start_ns:
+            raise click.BadParameter("--stop must follow --start", param_hint="'--stop'")
+        rows = rows_from_influx(influx, start_ns, stop_ns)
+        provenance = {"influx_start": start, "influx_stop": stop}
+    try:
+        model = fit_impact(rows, {**provenance, "fitted_at": datetime.now().isoformat()})
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    model.save(out_path)
+    ranked = sorted(
+        ((f, c) for f, c in zip(model.features, model.coefficients, strict=True) if c > 0),
+        key=lambda fc: -fc[1],
+    )
+    if as_json:
+        click.echo(json.dumps({"version": model.version, "written_to": str(out_path),
+                               "provenance": model.provenance,
+                               "coefficients": dict(ranked)}, indent=2))  # fmt: skip
+        return
+    click.echo(f"impact model {model.version} from {model.provenance['rows']} rank-windows "
+               f"(R^2 {model.provenance['r2']}), written to {out_path}")  # fmt: skip
+    for feature, coefficient in ranked[:15]:
+        click.echo(f"  {feature:48s} {100 * coefficient:6.2f}% slower per unit")
+
+
+def load_model(path: Path | None) -> ImpactModel | None:
+    return None if path is None else ImpactModel.load(path)
