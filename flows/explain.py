@@ -106,9 +106,14 @@ def stage_pattern(now: dict[int, float], learned: dict[int, float]) -> str:
             f"pipeline stage {worst} got {100 * growth[worst]:.0f}% slower on all its "
             "ranks: stage imbalance, not a fault"
         )
+    if growth[worst] < 0.02:
+        return (
+            "no stage computes slower: the steps slowed while communicating or waiting "
+            "(fabric congestion, storage, the data loader), with no part to blame"
+        )
     return (
-        f"every stage slowed together (+{100 * min(growth.values()):.0f}% to "
-        f"+{100 * growth[worst]:.0f}%): the work per step grew (e.g. sequence length), "
+        f"every stage slowed together ({100 * min(growth.values()):+.0f}% to "
+        f"{100 * growth[worst]:+.0f}%): the work per step grew (e.g. sequence length), "
         "not a fault"
     )
 

@@ -1,0 +1,167 @@
+"""The declared mappings from foreign telemetry (Telegraf, dcgm-exporter) to Reflex's schema.
+
+The tables live in ``foreign/`` beside this file, one per foreign source, each citing the
+documentation its names and units come from; ``foreign/tags.csv`` says which foreign tag gives
+each Reflex tag. Loading checks every row against the Reflex schema (the target measurement and
+field exist, the converter is known and fits the field's type), so a bad edit fails at import
+in every test, as the schema itself does.
+
+>>> mapping = load_foreign_mapping()
+>>> row = mapping.tables["telegraf_nvidia_smi"].rows["nvidia_smi"]["memory_used"]
+>>> row.reflex_measurement, row.reflex_field, row.convert, row.scale
+('gpu', 'memory_used_bytes', 'scale', 1048576.0)
+>>> mapping.table_of("DCGM_FI_DEV_GPU_TEMP").name
+'dcgm_exporter'
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from reflex_localize.schemas.contract import Schema, SchemaError, load_schema
+
+_DIR = Path(__file__).parent / "foreign"
+# Measurements under which Telegraf and Prometheus remote-write put many metrics as fields.
+PROMETHEUS_MEASUREMENTS = ("prometheus", "prometheus_remote_write")
+CONVERTERS = ("scale", "yes_no", "nonzero", "active_bit", "advanced_bit", "xid_event", "ignore")
+_BOOL_CONVERTERS = ("yes_no", "nonzero")
+_BIT_CONVERTERS = ("active_bit", "advanced_bit")
+TAG_CONVERTERS = ("", "gpu_profile")
+
+
+@dataclass(frozen=True)
+class FieldRow:
+    """One foreign field and what it becomes: ``convert`` with its ``scale``/``offset`` (for
+    scale) or ``mask`` (for the bit converters)."""
+
+    foreign_measurement: str
+    foreign_field: str
+    reflex_measurement: str
+    reflex_field: str
+    convert: str
+    scale: float = 1.0
+    offset: float = 0.0
+    mask: int = 0
+
+
+@dataclass(frozen=True)
+class TagRule:
+    reflex_tag: str
+    foreign_tags: tuple[str, ...]
+    default: str
+    convert: str
+
+
+@dataclass
+class MappingTable:
+    """One foreign source: its rows by foreign measurement and field, its tag rules by Reflex
+    measurement and tag."""
+
+    name: str
+    rows: dict[str, dict[str, FieldRow]] = field(default_factory=dict)
+    tags: dict[str, list[TagRule]] = field(default_factory=dict)
+
+
+@dataclass
+class ForeignMapping:
+    tables: dict[str, MappingTable]
+    by_measurement: dict[str, MappingTable]
+
+    def table_of(self, measurement: str) -> MappingTable | None:
+        """The table that maps points of ``measurement``; ``prometheus`` and
+        ``prometheus_remote_write`` go to the table whose metrics are their fields
+        (dcgm-exporter's, the only one of that shape)."""
+        if measurement in PROMETHEUS_MEASUREMENTS:
+            return self.tables.get("dcgm_exporter")
+        return self.by_measurement.get(measurement)
+
+
+def _data_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        lines = [line for line in handle if line.strip() and not line.startswith("#")]
+    return [{k: (v or "").strip() for k, v in row.items()} for row in csv.DictReader(lines)]
+
+
+def parse_field_row(raw: dict[str, str], where: str, schema: Schema) -> FieldRow:
+    """A table row checked against the schema; raises SchemaError naming the file and row."""
+    kind, _, argument = raw["convert"].partition(":")
+    name = f"{where}: {raw['foreign_measurement']}.{raw['foreign_field']}"
+    if kind not in CONVERTERS:
+        raise SchemaError(f"{name}: unknown converter {raw['convert']!r}")
+    row = FieldRow(
+        raw["foreign_measurement"], raw["foreign_field"], raw["reflex_measurement"],
+        raw["reflex_field"], kind,
+    )  # fmt: skip
+    if kind == "ignore":
+        if row.reflex_measurement or row.reflex_field:
+            raise SchemaError(f"{name}: an ignored field maps to nothing")
+        return row
+    try:
+        declared = schema.field(row.reflex_measurement, row.reflex_field)
+    except KeyError as error:
+        raise SchemaError(f"{name}: {error.args[0]}") from None
+    if kind in _BIT_CONVERTERS and declared.kind != "bitmask":
+        raise SchemaError(f"{name}: {kind} needs a bitmask field")
+    try:
+        if kind == "scale":
+            scale, _, offset = argument.partition(":")
+            return FieldRow(*_head(row), scale=float(scale), offset=float(offset or 0))
+        if kind in _BIT_CONVERTERS:
+            return FieldRow(*_head(row), mask=int(argument, 0))
+    except ValueError:
+        raise SchemaError(f"{name}: bad argument {argument!r} for {kind}") from None
+    if kind in _BOOL_CONVERTERS and declared.type != "bool":
+        raise SchemaError(f"{name}: {kind} needs a bool field")
+    if kind == "xid_event" and (row.reflex_measurement, row.reflex_field) != ("event", "code"):
+        raise SchemaError(f"{name}: xid_event writes event.code")
+    return row
+
+
+def _head(row: FieldRow) -> tuple[str, str, str, str, str]:
+    return (row.foreign_measurement, row.foreign_field, row.reflex_measurement,
+            row.reflex_field, row.convert)  # fmt: skip
+
+
+@cache
+def load_foreign_mapping(directory: Path = _DIR) -> ForeignMapping:
+    schema = load_schema()
+    tables: dict[str, MappingTable] = {}
+    by_measurement: dict[str, MappingTable] = {}
+    for path in sorted(directory.glob("*.csv")):
+        if path.name == "tags.csv":
+            continue
+        table = tables[path.stem] = MappingTable(path.stem)
+        for raw in _data_rows(path):
+            row = parse_field_row(raw, path.name, schema)
+            fields = table.rows.setdefault(row.foreign_measurement, {})
+            if row.foreign_field in fields:
+                raise SchemaError(
+                    f"{path.name}: {row.foreign_measurement}.{row.foreign_field} twice"
+                )
+            fields[row.foreign_field] = row
+            owner = by_measurement.setdefault(row.foreign_measurement, table)
+            if owner is not table:
+                raise SchemaError(f"{path.name}: {row.foreign_measurement} is also in {owner.name}")
+    for raw in _data_rows(directory / "tags.csv"):
+        if raw["mapping"] not in tables:
+            raise SchemaError(f"tags.csv: unknown mapping {raw['mapping']!r}")
+        table = tables[raw["mapping"]]
+        declared = schema.measurement(raw["reflex_measurement"]).tags
+        if raw["reflex_tag"] not in declared or raw["convert"] not in TAG_CONVERTERS:
+            raise SchemaError(f"tags.csv: bad row {raw}")
+        rule = TagRule(raw["reflex_tag"], tuple(raw["foreign_tags"].split()), raw["default"],
+                       raw["convert"])  # fmt: skip
+        table.tags.setdefault(raw["reflex_measurement"], []).append(rule)
+    for table in tables.values():
+        targets = {r.reflex_measurement for rows in table.rows.values() for r in rows.values()}
+        for measurement in targets - {""}:
+            have = {rule.reflex_tag for rule in table.tags.get(measurement, [])}
+            missing = set(schema.measurement(measurement).tags) - have
+            if missing:
+                raise SchemaError(
+                    f"tags.csv: {table.name} gives {measurement} no {sorted(missing)}"
+                )
+    return ForeignMapping(tables, by_measurement)

@@ -1,0 +1,194 @@
+"""A simulated run written out as a cluster without Reflex's agent would store it: GPUs as
+Telegraf ``nvidia_smi`` or dcgm-exporter, InfiniBand ports as Telegraf ``infiniband``, and only
+what Reflex's training hook writes in Reflex's own names (steps, membership, the ranks' exits).
+
+The foreign names, units and shapes are those of the tables in ``schemas/foreign/`` (each cites
+its source); the values are the inverse of their conversions, rounded as the foreign tool writes
+them (Telegraf's nvidia_smi writes integers except power, Prometheus writes floats). What the
+foreign tools cannot see is left out: host, NIC and NVLink telemetry of the agent, kernel and
+NVML events, a throttle's HW-slowdown bit (no counter in Telegraf).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from reflex_localize.schemas.codec import Point, encode, escape_key, format_value
+from reflex_localize.schemas.frame import Frame
+from reflex_localize.schemas.frame_codec import encode_frame
+from reflex_localize.simulator import Simulation, load_scenario
+
+GPU_NAME = "NVIDIA H100 80GB HBM3"  # the marketing name nvidia-smi and DCGM report
+# Reflex field -> (Telegraf nvidia_smi field, scale to undo), from telegraf_nvidia_smi.csv.
+NVIDIA_SMI = {
+    "temperature_celsius": ("temperature_gpu", 1),
+    "memory_temperature_celsius": ("temperature_memory", 1),
+    "utilization_gpu_ratio": ("utilization_gpu", 0.01),
+    "utilization_memory_ratio": ("utilization_memory", 0.01),
+    "memory_used_bytes": ("memory_used", 1048576),
+    "memory_total_bytes": ("memory_total", 1048576),
+    "sm_clock_mhz": ("clocks_current_sm", 1),
+    "memory_clock_mhz": ("clocks_current_memory", 1),
+    "power_watts": ("power_draw", 1),
+    "power_limit_watts": ("power_limit", 1),
+    "pcie_link_gen": ("pcie_link_gen_current", 1),
+    "pcie_link_width": ("pcie_link_width_current", 1),
+    "ecc_corrected_volatile": ("ecc_errors_volatile_dram_correctable", 1),
+    "ecc_uncorrected_volatile": ("ecc_errors_volatile_dram_uncorrectable", 1),
+    "remapped_rows_correctable": ("remapped_rows_correctable", 1),
+    "remapped_rows_uncorrectable": ("remapped_rows_uncorrectable", 1),
+}
+# Throttle-time counters (microseconds) of Telegraf's schema_v13, by the bit they stand for.
+THROTTLE_COUNTERS = {
+    0x4: "clocks_event_reasons_counters_sw_power_cap",
+    0x20: "clocks_event_reasons_counters_sw_therm_slowdown",
+    0x40: "clocks_event_reasons_counters_hw_therm_slowdown",
+    0x80: "clocks_event_reasons_counters_hw_power_brake",
+}
+# Reflex field -> (dcgm-exporter metric, scale to undo): its default counters.
+DCGM = {
+    "sm_clock_mhz": ("DCGM_FI_DEV_SM_CLOCK", 1),
+    "memory_clock_mhz": ("DCGM_FI_DEV_MEM_CLOCK", 1),
+    "memory_temperature_celsius": ("DCGM_FI_DEV_MEMORY_TEMP", 1),
+    "temperature_celsius": ("DCGM_FI_DEV_GPU_TEMP", 1),
+    "power_watts": ("DCGM_FI_DEV_POWER_USAGE", 1),
+    "pcie_replay_errors": ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 1),
+    "utilization_gpu_ratio": ("DCGM_FI_DEV_GPU_UTIL", 0.01),
+    "utilization_memory_ratio": ("DCGM_FI_DEV_MEM_COPY_UTIL", 0.01),
+    "memory_used_bytes": ("DCGM_FI_DEV_FB_USED", 1048576),
+    "remapped_rows_correctable": ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", 1),
+    "remapped_rows_uncorrectable": ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 1),
+}
+IB_SCALE = {
+    "port_rcv_data_bytes": ("port_rcv_data", 4),
+    "port_xmit_data_bytes": ("port_xmit_data", 4),
+}
+IB_FIELDS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
+             "port_xmit_discards", "port_xmit_wait", "local_link_integrity_errors",
+             "out_of_buffer")  # fmt: skip
+HOOK_MEASUREMENTS = ("train_step", "job_membership")
+
+
+def line(measurement: str, tags: Mapping[str, str], fields: Mapping, time_ns: int) -> str:
+    """A foreign line, written as Telegraf writes it (tags sorted, escaped)."""
+    head = measurement + "".join(
+        f",{escape_key(k)}={escape_key(v)}" for k, v in sorted(tags.items())
+    )
+    body = ",".join(f"{escape_key(k)}={format_value(v)}" for k, v in fields.items())
+    return f"{head} {body} {time_ns}"
+
+
+class ForeignWriter:
+    """Writes one simulated run's frames in the foreign shapes; ``gpu`` is "telegraf",
+    "dcgm_v1" (one measurement per metric, field gauge/counter) or "dcgm_v2" (measurement
+    prometheus, the metrics as fields). ``site`` adds a rack tag to every foreign line."""
+
+    def __init__(self, gpu: str, site: bool = False) -> None:
+        self.gpu, self.site = gpu, site
+        self.throttle_us: dict[tuple[str, str, int], int] = {}
+        self.last_xid: dict[tuple[str, str], int] = {}
+
+    def lines(self, frames: list[Frame]) -> Iterator[str]:
+        for frame in frames:
+            if frame.measurement in HOOK_MEASUREMENTS:
+                yield from encode_frame(frame)
+            elif frame.measurement == "event":
+                yield from self._events(frame)
+            elif frame.measurement == "gpu":
+                for point in frame.points():
+                    yield from self._gpu(point)
+            elif frame.measurement == "ib_port":
+                yield from (self._ib(point) for point in frame.points())
+
+    def _host_tags(self, node: str) -> dict[str, str]:
+        tags = {"host": node}
+        if self.site:
+            tags["rack"] = f"rack-{int(node.rsplit('-', 1)[1]) // 4}"
+        return tags
+
+    def _events(self, frame: Frame) -> Iterator[str]:
+        for point in frame.points():
+            if point.tags["source"] == "training":  # the hook's: the rank's own last words
+                yield encode(point)
+            elif point.tags["kind"] == "xid" and self.gpu.startswith("dcgm"):
+                key = (point.tags["node"], str(point.fields["gpu"]))
+                self.last_xid[key] = int(point.fields["code"])  # scraped at once, as if
+                yield from self._dcgm(point.tags["node"], key[1], {"DCGM_FI_DEV_XID_ERRORS":
+                                      float(point.fields["code"])}, point.time_ns)  # fmt: skip
+
+    def _gpu(self, point: Point) -> Iterator[str]:
+        node, gpu = point.tags["node"], point.tags["gpu"]
+        if self.gpu == "telegraf":
+            fields: dict = {}
+            for name, (foreign, scale) in NVIDIA_SMI.items():
+                if name in point.fields:
+                    value = float(point.fields[name]) / scale
+                    fields[foreign] = (
+                        round(value, 2) if foreign.startswith("power") else round(value)
+                    )
+            reasons = int(point.fields.get("clocks_event_reasons", 0))
+            for bit, counter in THROTTLE_COUNTERS.items():
+                key = (node, gpu, bit)
+                self.throttle_us[key] = self.throttle_us.get(key, 0) + (
+                    1_000_000 if reasons & bit else 0
+                )
+                fields[counter] = self.throttle_us[key]
+            fields["fan_speed"] = 40  # known to the table, no Reflex field: ignored and counted
+            tags = self._host_tags(node) | {"index": gpu, "name": GPU_NAME, "pstate": "P0"}
+            yield line("nvidia_smi", tags, fields, point.time_ns)
+            return
+        metrics = {foreign: float(point.fields[name]) / scale
+                   for name, (foreign, scale) in DCGM.items() if name in point.fields}  # fmt: skip
+        metrics["DCGM_FI_DEV_XID_ERRORS"] = float(self.last_xid.get((node, gpu), 0))
+        metrics["DCGM_FI_DEV_FB_FREE"] = 1000.0
+        yield from self._dcgm(node, gpu, metrics, point.time_ns)
+
+    def _dcgm(self, node: str, gpu: str, metrics: dict[str, float], time_ns: int) -> Iterator[str]:
+        labels = {"gpu": gpu, "UUID": f"GPU-{node}-{gpu}", "device": f"nvidia{gpu}",
+                  "modelName": GPU_NAME, "Hostname": node}  # fmt: skip
+        if self.site:
+            labels["rack"] = self._host_tags(node)["rack"]
+        if self.gpu == "dcgm_v2":
+            yield line("prometheus", labels | {"url": "http://localhost:9400/metrics"},
+                       metrics, time_ns)  # fmt: skip
+            return
+        for metric, value in metrics.items():
+            kind = "counter" if metric.endswith("COUNTER") else "gauge"
+            yield line(metric, labels, {kind: value}, time_ns)
+
+    def _ib(self, point: Point) -> str:
+        fields = {name: int(point.fields[name]) for name in IB_FIELDS if name in point.fields}
+        for name, (foreign, scale) in IB_SCALE.items():
+            if name in point.fields:
+                fields[foreign] = int(point.fields[name]) // scale
+        fields["VL15_dropped"] = 0  # known to the table, no Reflex field
+        tags = self._host_tags(point.tags["node"]) | {"device": point.tags["hca"],
+                                                       "port": point.tags["port"]}  # fmt: skip
+        return line("infiniband", tags, fields, point.time_ns)
+
+
+def foreign_replay(
+    scenario: str, seconds: int, gpu: str, seed: int = 7, site: bool = False
+) -> list[str]:
+    """The first ``seconds`` of a simulated scenario as foreign lines (and the hook's)."""
+    writer = ForeignWriter(gpu, site)
+    out: list[str] = []
+    for number, chunk in enumerate(
+        Simulation(load_scenario(scenario), seed=seed).chunks(seconds=10)
+    ):
+        if number * 10 >= seconds:
+            break
+        out += writer.lines(chunk)
+    return out
+
+
+def reflex_lines(scenario: str, seconds: int, seed: int = 7) -> list[str]:
+    out: list[str] = []
+    for number, chunk in enumerate(
+        Simulation(load_scenario(scenario), seed=seed).chunks(seconds=10)
+    ):
+        if number * 10 >= seconds:
+            break
+        for frame in chunk:
+            out += encode_frame(frame)
+    return out
