@@ -80,6 +80,7 @@ class LocalizationEvent:
     action: str
     summary: str
     cascade: dict = field(default_factory=dict)
+    sites: dict = field(default_factory=dict)  # suspect node -> its site tags (rack, switch)
 
     @property
     def top(self) -> Suspect | None:
@@ -116,6 +117,7 @@ class LocalizationEvent:
                 "action": self.action,
                 "summary": self.summary,
                 "suspects": json.dumps([asdict(s) for s in self.suspects[:5]], sort_keys=True),
+                "sites": json.dumps(self.sites, sort_keys=True),
             },
             self.time_ns,
         )

@@ -33,6 +33,7 @@ from reflex_localize.flows.messages import (
     shard_of,
 )
 from reflex_localize.flows.signals import SIGNAL_NAMES, STEP_SIGNAL
+from reflex_localize.flows.site_blame import shared_switch, switch_suspect
 from reflex_localize.flows.step_peers import StepFinding, StepPeers
 from reflex_localize.flows.thresholds import threshold_events
 from reflex_localize.flows.triggers import HangDetector, StepRegression
@@ -124,6 +125,7 @@ class JobState:
     alerted: dict[str, int] = field(default_factory=dict)  # threshold mode: entity -> last alert
     # Records the job's parts came with, as of the job's first window (never this job's own).
     history: dict[str, tuple[float, str]] | None = None
+    sites: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> site tags
     last_done: int = -1
     finished: bool = False
 
@@ -149,6 +151,7 @@ class JobState:
                 )
             ]
         self.pending.setdefault(part.window, {})[part.shard] = part
+        self.sites.update(part.sites)
         self.n_shards = part.n_shards
         for info in part.members:
             self.members[info.rank] = info
@@ -493,6 +496,10 @@ class JobState:
         node, component, index = entity.split("|")
         lead = Suspect(node, component, index, round(self.compound.get(entity), 3),
                        self.book.notes(entity)[:6])  # fmt: skip
+        ports = [self._suspect(e) for _, e in sorted(candidates, reverse=True)]
+        switch = shared_switch(ports, self.sites, 2 * self.config.min_suspect_score)
+        if switch is not None:  # several nodes' ports under one switch: the switch
+            lead = switch_suspect(switch, ports, self.sites)
         rails = {gpu: nic for p in parts for gpu, nic in p.rails.items()}
         on_rail = sorted(g for g, nic in rails.items() if nic == entity)
         ranks = sorted(i.rank for i in self.members.values() if rank_entity(i) in on_rail)
@@ -563,6 +570,20 @@ class JobState:
             event = replace(
                 event, summary=f"revises the earlier 'no hardware fault': {event.summary}"
             )
+        switch = (
+            None
+            if root is not None
+            else shared_switch(suspects, self.sites, self.config.min_suspect_score)
+        )
+        if switch is not None:
+            lead = switch_suspect(switch, suspects, self.sites)
+            event = replace(
+                event,
+                suspects=[lead, *suspects],
+                action=f"check switch {switch} (ports, buffers, firmware) before draining nodes",
+                summary=f"several nodes under switch {switch} degrade together: {event.summary}",
+            )
+        event = replace(event, sites=self._sites_of(event.suspects))
         if top is None and root is None:
             self.info_verdict_ns = end_ns
         self._opened(end_ns, in_cooldown, {(s.node, s.entity) for s in suspects[:1]})
@@ -648,7 +669,15 @@ class JobState:
             rank_label=rank_label,
         )  # fmt: skip
         self._opened(end_ns, in_cooldown, {(lead.node, lead.entity)})
-        return event
+        return replace(event, sites=self._sites_of(event.suspects))
+
+    def _suspect(self, entity: str) -> Suspect:
+        node, component, index = entity.split("|")
+        score = round(self.compound.get(entity), 3)
+        return Suspect(node, component, index, score, self.book.notes(entity)[:6])
+
+    def _sites_of(self, suspects: list[Suspect]) -> dict[str, dict[str, str]]:
+        return {s.node: self.sites[s.node] for s in suspects if s.node in self.sites}
 
     def _finding(
         self, window: int, end_ns: int, kind: str, finding: StepFinding

@@ -136,3 +136,5 @@ class JobWindow:
     records: dict[str, tuple[float, str]] = field(default_factory=dict)
     # GPU entity -> the NIC entity of its rail, where the agent wrote gpu_topology.
     rails: dict[str, str] = field(default_factory=dict)
+    # Node -> its site tags (rack, switch, a site's own), where the telemetry carried them.
+    sites: dict[str, dict[str, str]] = field(default_factory=dict)

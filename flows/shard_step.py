@@ -169,6 +169,7 @@ class ShardState:
                         agent_nodes=sorted(agent & nodes),
                         records=self.memory.of_nodes(nodes, batch.end_ns),
                         rails=self.gpu_ids.rails_of(nodes),
+                        sites={n: dict(self.sites[n]) for n in nodes if n in self.sites},
                         world_size=self.world_sizes.get(job, 0),
                         active=job not in ended,
                     ),
