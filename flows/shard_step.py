@@ -188,12 +188,14 @@ class ShardState:
         return out
 
     def _remember_deviations(self, entities: np.ndarray, temporal: np.ndarray, now: int) -> None:
-        """A GPU or NIC far off its own history feeds its record (a host's phases do not:
-        every checkpoint moves every host)."""
+        """A GPU or NIC far off its own history while its node runs a job feeds its record (a
+        host's phases do not: every checkpoint moves every host; nor does a node going idle
+        between jobs, whose clocks and power drop far below their busy history)."""
+        busy = {info.node for ranks in self.members.values() for info in ranks.values()}
         strong = np.nan_to_num(DIRECTION * temporal, nan=0.0) >= 6.0
         for row in np.flatnonzero(strong.any(axis=1)).tolist():
             entity = str(entities[row])
-            if "|host|" in entity:
+            if "|host|" in entity or entity.split("|", 1)[0] not in busy:
                 continue
             signal = SIGNAL_NAMES[int(np.argmax(np.nan_to_num(DIRECTION * temporal[row])))]
             self.memory.note(entity, DEVIATION_TROUBLE, now, signal)

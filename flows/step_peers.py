@@ -99,8 +99,8 @@ class StepPeers:
     stage_levels: list[dict[int, float]] = field(default_factory=list)  # recent steps
     rank_ratios: list[dict[int, float]] = field(default_factory=list)  # recent steps
     told: tuple = ()  # the pattern last told
-    # Ranks on a GPU with a record from earlier jobs (flows/node_memory.py): one step less to
-    # be told, and told even when marginal from the job's first step.
+    # Ranks on a GPU with a record from earlier jobs (flows/node_memory.py): told after one
+    # step less, even when marginal, even from the job's first step.
     quick: set[int] = field(default_factory=set)
 
     def add_step(self, step: int, compute: dict[int, float], time_ns: int) -> None:
@@ -153,7 +153,7 @@ class StepPeers:
             # as likely a quirk of that part as a fault, and only a clear one is told then.
             clear = r >= 1 + self.clear_excess
             known = rank in self.quick
-            needed = (self.streak_steps - (1 if known else 0)) * (1 if clear else 3)
+            needed = self.streak_steps - 1 if known else self.streak_steps * (1 if clear else 3)
             told = clear or rank in self.was_normal or known
             if self.streak[rank] >= needed and told and rank not in self.reported:
                 self.reported.add(rank)
