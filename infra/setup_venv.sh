@@ -29,5 +29,7 @@ if ! "$python" -c 'import venv, ensurepip' 2>/dev/null; then
 fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
+# dev = every extra (agent, flow, all) and the tools: what `make demo` and `make test` need. A
+# node installs only its own: pip install 'reflex-localize[agent]' (see the README's table).
 .venv/bin/python -m pip install -q -e '.[dev]'
 echo "$wanted" >"$stamp"

@@ -8,6 +8,7 @@ reflex eval --family all --seed 7 --seed 11   # every family, these seeds
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -20,12 +21,15 @@ from reflex_localize.flows.job_step import MODES
 from reflex_localize.flows.weights import load_weights
 from reflex_localize.shell.eval_harness import (
     LabelMatch,
+    PairRow,
     ScenarioResult,
     Summary,
+    moving_pairs,
     run_family_scenario,
     run_scenario,
     summarize,
 )
+from reflex_localize.shell.progress import ProgressBar
 
 FAMILY_SEEDS = (7, 8, 9)
 LIBRARY_TITLE = "Reflex evaluation (simulated scenario library)"
@@ -63,6 +67,8 @@ def render(summaries: list[Summary], title: str = LIBRARY_TITLE, family: bool = 
     if family:
         # Silence is "not blamed" but is not the "no hardware fault" finding the issue asks for.
         rows.append(("imbalance answered 'no hardware fault'", lambda s: s.imbalance_answered))
+        # A wrong first answer ("no hardware fault", another part) that a later event fixed.
+        rows.append(("wrong first, named later", lambda s: s.named_later))
     if any(s.crashed for s in summaries):
         rows.append(("runs crashed", lambda s: str(s.crashed)))
     classes = sorted({k for s in summaries for k in s.by_class})
@@ -150,6 +156,7 @@ def render_details(rows: list[dict[str, str]], title: str) -> Table:
     help="Seed, repeatable (default: 7; with --family: 7, 8 and 9).",
 )
 @click.option("--json-out", type=click.Path(path_type=Path), help="Also write the figures as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON, not tables.")
 @click.option(
     "--weights",
     "weights_path",
@@ -163,6 +170,7 @@ def command(
     seeds: tuple[int, ...],
     json_out: Path | None,
     weights_path: Path | None,
+    as_json: bool,
 ) -> None:
     """Run the scenario library (or an evaluation family) through Reflex and its baselines;
     print the table."""
@@ -172,25 +180,29 @@ def command(
     if family and scenarios:
         raise click.UsageError("give --scenarios or --family, not both")
     if family:
-        _families(family, runs, seeds or FAMILY_SEEDS, json_out)
+        _families(family, runs, seeds or FAMILY_SEEDS, json_out, as_json)
         return
     from reflex_localize.simulator import scenario_names
 
     names = [n for n in scenarios.split(",") if n] or list(scenario_names())
-    console = Console()
     summaries = []
-    for label, mode, weights in runs:
-        results = []
-        for name in names:
-            for seed in seeds or (7,):
-                with console.status(f"{label}: {name}"):
-                    results.append(run_scenario(name, mode, seed, weights=weights))
-        summary = summarize(mode, results)
-        summary.mode = label
-        summaries.append(summary)
-    console.print(render(summaries))
+    with ProgressBar(len(runs) * len(names) * len(seeds or (7,)), "eval") as bar:
+        for label, mode, weights in runs:
+            results = []
+            for name in names:
+                for seed in seeds or (7,):
+                    with bar.step(f"{label}: {name}"):
+                        results.append(run_scenario(name, mode, seed, weights=weights))
+            summary = summarize(mode, results)
+            summary.mode = label
+            summaries.append(summary)
+    figures = json.dumps([asdict(s) for s in summaries], indent=2)
+    if as_json:
+        click.echo(figures)
+    else:
+        Console().print(render(summaries))
     if json_out:
-        json_out.write_text(json.dumps([asdict(s) for s in summaries], indent=2))
+        json_out.write_text(figures)
 
 
 def _families(
@@ -198,6 +210,7 @@ def _families(
     runs: list[tuple[str, str, dict | None]],
     seeds: tuple[int, ...],
     json_out: Path | None,
+    as_json: bool = False,
 ) -> None:
     """Per family: the table of every mode, then each run of the first mode, misses first."""
     from reflex_localize.simulator import family_names, family_scenarios
@@ -207,16 +220,70 @@ def _families(
         paths = {name: family_scenarios(name) for name in names}
     except KeyError as error:
         raise click.ClickException(str(error.args[0])) from None
-    console = Console()
+    # JSON replaces the tables on stdout: a quiet console swallows them.
+    console = Console(quiet=as_json)
     document: dict[str, dict] = {}
-    for name in names:
-        summaries, rows = _run_family(name, paths[name], runs, seeds, console)
-        title = f"Reflex evaluation: family {name} ({len(paths[name])} scenarios, seeds {seeds})"
-        console.print(render(summaries, title, family=True))
-        console.print(render_details(rows, f"{name}: every run of {runs[0][0]}, wrong first"))
-        document[name] = {"summaries": [asdict(s) for s in summaries], "runs": rows}
+    total = len(runs) * len(seeds) * sum(len(paths[name]) for name in names)
+    with ProgressBar(total, "eval") as bar:
+        for name in names:
+            summaries, rows, pairs = _run_family(name, paths[name], runs, seeds, bar)
+            title = (
+                f"Reflex evaluation: family {name} ({len(paths[name])} scenarios, seeds {seeds})"
+            )
+            console.print(render(summaries, title, family=True))
+            console.print(render_details(rows, f"{name}: every run of {runs[0][0]}, wrong first"))
+            if pairs:
+                console.print(
+                    render_pairs(pairs, f"{name}: job B with the node's history vs without")
+                )
+            document[name] = {"summaries": [asdict(s) for s in summaries], "runs": rows,
+                              "pairs": [asdict(p) for p in pairs]}  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(document, indent=2))
     if json_out:
         json_out.write_text(json.dumps(document, indent=2))
+
+
+def render_pairs(pairs: list[PairRow], title: str) -> Table:
+    """Per moving-node pair and mode: job B's time to localize and top-1, with and without the
+    history of job A, and a last row per mode with the medians and the count of each."""
+    table = Table(title=title)
+    columns = ("scenario", "seed", "mode", "fault in job B", "TTL with history s",
+               "TTL clean history s", "top-1 with / without", "sooner with history")  # fmt: skip
+    for column in columns:
+        table.add_column(column)
+    for pair in pairs:
+        table.add_row(pair.scenario, str(pair.seed), pair.mode, pair.fault,
+                      _fmt(pair.ttl_history_s), _fmt(pair.ttl_clean_s),
+                      f"{_yes(pair.top1_history)} / {_yes(pair.top1_clean)}",
+                      _sooner(pair))  # fmt: skip
+    for mode in dict.fromkeys(p.mode for p in pairs):
+        mine = [p for p in pairs if p.mode == mode]
+        table.add_row("all pairs", "-", mode, f"{len(mine)} pairs",
+                      _fmt(_median([p.ttl_history_s for p in mine])),
+                      _fmt(_median([p.ttl_clean_s for p in mine])),
+                      f"{sum(p.top1_history for p in mine)} / {sum(p.top1_clean for p in mine)}",
+                      f"{sum(_sooner(p) == 'yes' for p in mine)} sooner, "
+                      f"{sum(_sooner(p) == 'later' for p in mine)} later")  # fmt: skip
+    return table
+
+
+def _yes(flag: bool) -> str:
+    return "right" if flag else "wrong"
+
+
+def _sooner(pair: PairRow) -> str:
+    with_history, clean = pair.ttl_history_s, pair.ttl_clean_s
+    if with_history is None and clean is None:
+        return "neither"
+    if with_history is None or clean is None:
+        return "only with history" if clean is None else "only without"
+    return "yes" if with_history < clean else "later" if with_history > clean else "same"
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def _run_family(
@@ -224,18 +291,32 @@ def _run_family(
     paths: list[Path],
     runs: list[tuple[str, str, dict | None]],
     seeds: tuple[int, ...],
-    console: Console,
-) -> tuple[list[Summary], list[dict[str, str]]]:
+    bar: ProgressBar,
+) -> tuple[list[Summary], list[dict[str, str]], list[PairRow]]:
+    from reflex_localize.simulator import load_scenario
+
+    controls = {}
+    for path in paths:
+        scenario = load_scenario(path)
+        if scenario.evaluation.control_of:
+            controls[scenario.name] = (
+                scenario.evaluation.control_of,
+                scenario.evaluation.measured_job,
+            )
     summaries: list[Summary] = []
     first: list[ScenarioResult] = []
+    every: list[ScenarioResult] = []
     for label, mode, weights in runs:
         results = []
         for path in paths:
             for seed in seeds:
-                with console.status(f"{name} / {label}: {path.stem}, seed {seed}"):
+                with bar.step(f"{name} / {label}: {path.stem}, seed {seed}"):
                     results.append(run_family_scenario(path, mode, seed, weights))
         summary = summarize(mode, results)
         summary.mode = label
         summaries.append(summary)
         first = first or results
-    return summaries, detail_rows(first)
+        for result in results:
+            result.mode = label
+        every += results
+    return summaries, detail_rows(first), moving_pairs(every, controls)

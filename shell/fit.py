@@ -25,6 +25,7 @@ from reflex_localize.shell.fit_harness import (
     examples_from_scenario,
     fit_weights,
 )
+from reflex_localize.shell.progress import ProgressBar
 
 
 def _scenarios(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
@@ -75,8 +76,14 @@ def _verdict(line: str) -> tuple[str, str]:
     show_default=True,
     type=OUTPUT_FILE,
 )
+@click.option("--json", "as_json", is_flag=True, help="Print the weights as JSON, not a table.")
 def command(
-    scenarios: list[str], seed: int, events: Path | None, feedback: Path | None, out_path: Path
+    scenarios: list[str],
+    seed: int,
+    events: Path | None,
+    feedback: Path | None,
+    out_path: Path,
+    as_json: bool,
 ) -> None:
     """Fit evidence weights; use them with --weights (or REFLEX_WEIGHTS) in the flow."""
     judged_events: list[LocalizationEvent] = []
@@ -85,10 +92,10 @@ def command(
         verdicts = dict(read_json_lines(feedback, "--feedback", "a verdict", _verdict))
         judged_events = read_json_lines(events, "--events", "an event", LocalizationEvent.from_json)
     data = TrainingSet()
-    console = Console()
-    for name in scenarios:
-        with console.status(f"collecting evidence: {name}"):
-            examples_from_scenario(name, seed, data)
+    with ProgressBar(len(scenarios), "collecting evidence") as bar:
+        for name in scenarios:
+            with bar.step(name):
+                examples_from_scenario(name, seed, data)
     judged = examples_from_feedback(judged_events, verdicts, data)
     try:
         weights = fit_weights(data)
@@ -108,6 +115,15 @@ def command(
         },
     )
     defaults = next(iter(default_weights().values()))
+    if as_json:
+        rows = [
+            {"signal": name, "default": defaults.get(name, 1.0), "fitted": weights[name]}
+            for name in FEATURES
+        ]
+        document = {"examples": len(data.labels), "faulty": int(sum(data.labels)),
+                    "written_to": str(out_path), "weights": rows}  # fmt: skip
+        click.echo(json.dumps(document, indent=2))
+        return
     table = Table(
         title=f"weights from {len(data.labels)} examples "
         f"({sum(data.labels)} faulty), written to {out_path}"
@@ -116,4 +132,4 @@ def command(
         table.add_column(column)
     for name in FEATURES:
         table.add_row(name, f"{defaults.get(name, 1.0):.2f}", f"{weights[name]:.2f}")
-    console.print(table)
+    Console().print(table)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 from rich.console import Console
 
+from reflex_localize.flows.events import LocalizationEvent
 from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.messages import ErrorRecord
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.flows.sinks import event_json
 from reflex_localize.flows.sources import LineProtocolSource
@@ -20,7 +23,7 @@ from reflex_localize.shell.cli_checks import (
     SCENARIO,
     short_reason,
 )
-from reflex_localize.shell.reject_summary import reject_counts, reject_table
+from reflex_localize.shell.reject_summary import reject_counts, reject_table, run_document
 from reflex_localize.shell.simulated_source import SimulatorSource
 
 
@@ -33,6 +36,8 @@ from reflex_localize.shell.simulated_source import SimulatorSource
 @click.option("--events-out", type=OUTPUT_FILE, help="Write events as JSONL.")
 @click.option("--weights", "weights_path", type=INPUT_FILE,
               help="Evidence weights refit by `reflex fit`.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the events and the rejects as one JSON document.")  # fmt: skip
 def command(
     scenario: str | None,
     replay: Path | None,
@@ -40,6 +45,7 @@ def command(
     window: float,
     events_out: Path | None,
     weights_path: Path | None,
+    as_json: bool,
 ) -> None:
     """Localize faults in a scenario or a replayed capture; print the events."""
     if bool(scenario) == bool(replay):
@@ -53,13 +59,20 @@ def command(
     if weights_path is not None:
         config.weights = _weights(weights_path)
     result = run_in_process(source, window_seconds=window, job_config=config)
-    console = Console()
-    for event in result.events:
-        console.print(f"[bold]{event.trigger}[/] {event.job}: {event.summary} -> {event.action}")
-    if result.errors:
-        console.print(reject_table(reject_counts(result.errors)))
+    if as_json:
+        click.echo(json.dumps(run_document(result.events, reject_counts(result.errors)), indent=2))
+    else:
+        _print(result.events, result.errors)
     if events_out:
         events_out.write_text("".join(event_json(e) + "\n" for e in result.events))
+
+
+def _print(events: list[LocalizationEvent], errors: list[ErrorRecord]) -> None:
+    console = Console()
+    for event in events:
+        console.print(f"[bold]{event.trigger}[/] {event.job}: {event.summary} -> {event.action}")
+    if errors:
+        console.print(reject_table(reject_counts(errors)))
 
 
 def _weights(path: Path) -> dict[str, dict[str, float]]:

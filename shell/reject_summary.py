@@ -13,12 +13,19 @@ True
 from __future__ import annotations
 
 import json
+import logging
+import os
 from collections import Counter
 from pathlib import Path
 
+from rich.console import Console
 from rich.table import Table
 
+from reflex_localize.flows.events import LocalizationEvent
 from reflex_localize.flows.messages import ErrorRecord
+from reflex_localize.shell.logging_setup import ENV_FORMAT
+
+_log = logging.getLogger("reflex.rejects")
 
 
 def reject_counts(errors: list[ErrorRecord]) -> Counter[tuple[str, str]]:
@@ -37,6 +44,38 @@ def read_reject_counts(path: Path) -> Counter[tuple[str, str]]:
         except (ValueError, KeyError, TypeError):
             counts[("errors.jsonl", "unreadable_line")] += 1
     return counts
+
+
+def reject_rows(counts: Counter[tuple[str, str]]) -> list[dict[str, str | int]]:
+    """The table's rows as plain data, most frequent first (``--json``)."""
+    return [
+        {"where": where, "reason": reason, "records": count}
+        for (where, reason), count in counts.most_common()
+    ]
+
+
+def run_document(
+    events: list[LocalizationEvent], counts: Counter[tuple[str, str]]
+) -> dict[str, object]:
+    """What a run found, for ``--json``: every event whole, and the rejects table's rows."""
+    return {
+        "events": [json.loads(event.to_json()) for event in events],
+        "rejected": sum(counts.values()),
+        "rejects": reject_rows(counts),
+    }
+
+
+def report_rejects(counts: Counter[tuple[str, str]]) -> None:
+    """On stderr: the table, or under ``--log-format json`` one log record with its rows, so
+    that a log shipper reading stderr gets JSON only."""
+    if not counts:
+        return
+    if os.environ.get(ENV_FORMAT) == "json":
+        _log.warning(
+            "%d records rejected: %s", sum(counts.values()), json.dumps(reject_rows(counts))
+        )
+    else:
+        Console(stderr=True).print(reject_table(counts))
 
 
 def reject_table(counts: Counter[tuple[str, str]]) -> Table:

@@ -13,6 +13,7 @@ org, bucket and TLS settings come from the options every command shares.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ from reflex_localize.shell.cli_checks import (
     influx_refusals,
 )
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
+from reflex_localize.shell.progress import ProgressBar
 from reflex_localize.simulator.faults import fault_types
 from reflex_localize.simulator.scenario import load_scenario, scale_scenario, scenario_names
 from reflex_localize.simulator.simulation import Simulation
@@ -100,12 +102,18 @@ def command(
 def _to_influx(sim: Simulation, chunk_seconds: int, out: Path | None, writer: Writer) -> int:
     """Writes to InfluxDB, and to ``out`` too when given."""
     points = 0
-    with writer, out.open("w") if out else contextlib.nullcontext() as sink:
+    chunks = math.ceil(sim.duration_s / chunk_seconds)
+    with (
+        writer,
+        out.open("w") if out else contextlib.nullcontext() as sink,
+        ProgressBar(chunks, f"to InfluxDB, {chunk_seconds} s chunks") as bar,
+    ):
         for chunk in sim.chunks(seconds=float(chunk_seconds)):
             writer.write_frames(chunk)
             points += sum(len(frame) for frame in chunk)
             if sink is not None:
                 _write_chunk(chunk, sink)
+            bar.advance()
     if writer.stats.rejected or not writer.spool_empty:
         click.echo(f"influx: {writer.stats}", err=True)
     return points

@@ -59,4 +59,17 @@ def test_the_wheel_carries_its_data_and_entry_point(wheel: zipfile.ZipFile) -> N
         ]
         assert found, f"no {suffix} under {folder} in the wheel"
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
-    assert "reflex = reflex_localize.shell.cli:main" in wheel.read(entry_points).decode()
+    assert "reflex = reflex_localize.shell.console:main" in wheel.read(entry_points).decode()
+
+
+@pytest.mark.slow
+def test_the_plain_install_requires_nothing(wheel: zipfile.ZipFile) -> None:
+    """The training hook's install is the wheel alone; every library comes with an extra."""
+    (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    text = wheel.read(metadata).decode()
+    requires = [line for line in text.splitlines() if line.startswith("Requires-Dist:")]
+    assert requires and all("; extra ==" in line for line in requires), requires
+    extras = {
+        line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("Provides-Extra")
+    }
+    assert extras >= {"agent", "flow", "all", "dev"}
