@@ -44,6 +44,9 @@ RECENT_WINDOWS = 3  # evidence this recent makes an entity a current suspect
 # A job slowed with no suspect yet waits this many windows for its cause's evidence before
 # it says "no hardware fault": a straggler needs a few of its steps to stand out.
 HOLD_WINDOWS = 3
+# A "no hardware fault" is revised by a suspect that stands out this soon after it; later,
+# a suspect is a new incident that needs its own symptom.
+REVISE_WINDOWS = 12
 # GPU signals that make a rank compute slower (a stage slow on all its ranks may be these).
 _SLOWING_SIGNALS = ("throttle_", "sm_clock_low", "power_low")
 # Faults of a part that slow communication (see _comm_straggler), and the share of step time
@@ -458,8 +461,9 @@ class JobState:
 
     def _revision(self, window: int, end_ns: int) -> LocalizationEvent | None:
         """After a "no hardware fault", a suspect whose evidence arrives later is told in a
-        follow-up event that names it (within the cooldown of the first verdict)."""
-        if end_ns - self.info_verdict_ns >= self.config.cooldown_s * 1e9:
+        follow-up event that names it (within REVISE_WINDOWS of the first verdict)."""
+        revise_ns = REVISE_WINDOWS * self.config.window_seconds * 1e9
+        if end_ns - self.info_verdict_ns >= min(self.config.cooldown_s * 1e9, revise_ns):
             return None
         top = self._strong_suspect()
         if top is None or top.node in self.last_event_nodes:

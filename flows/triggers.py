@@ -85,6 +85,9 @@ class HangDetector:
     last_progress_ns: int = -1
     fired: bool = False
     recent_steps: list[float] = field(default_factory=list)  # the job's recent step times
+    # The longest stall the job came back from by itself (a checkpoint, an evaluation pass):
+    # a pause it takes routinely is its rhythm, not a hang.
+    longest_pause_s: float = 0.0
 
     @property
     def step_s(self) -> float:
@@ -96,11 +99,14 @@ class HangDetector:
         if step_s > 0:
             self.recent_steps = [*self.recent_steps, step_s][-20:]
         if max_step > self.last_step:
+            if self.last_progress_ns >= 0 and not self.fired:
+                pause = (now_ns - self.last_progress_ns) / 1e9
+                self.longest_pause_s = max(self.longest_pause_s, pause)
             self.last_step, self.last_progress_ns, self.fired = max_step, now_ns, False
             return False
         if self.last_progress_ns < 0 or not alive or self.fired:
             return False
-        timeout = max(self.timeout_s, self.steps_allowed * self.step_s)
+        timeout = max(self.timeout_s, self.steps_allowed * self.step_s, 1.5 * self.longest_pause_s)
         if (now_ns - self.last_progress_ns) / 1e9 >= timeout:
             self.fired = True
             return True
