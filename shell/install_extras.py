@@ -20,7 +20,7 @@ EXTRA_OF_COMMAND = {
     "simulate": "flow",
     "localize": "flow",
     "flow": "flow",
-    "fit-impact": "flow",
+    "fit-impact": "all",
     "eval": "all",
     "fit": "all",
     "report": "all",
