@@ -47,6 +47,8 @@ HOLD_WINDOWS = 3
 # A "no hardware fault" is revised by a suspect that stands out this soon after it; later,
 # a suspect is a new incident that needs its own symptom.
 REVISE_WINDOWS = 12
+# A slowdown with no suspect is told ("no hardware fault") only from this size up.
+INFO_MIN_SLOWDOWN = 0.05
 # GPU signals that make a rank compute slower (a stage slow on all its ranks may be these).
 _SLOWING_SIGNALS = ("throttle_", "sm_clock_low", "power_low")
 # Faults of a part that slow communication (see _comm_straggler), and the share of step time
@@ -119,6 +121,7 @@ class JobState:
     last_event_entities: set[str] = field(default_factory=set)
     held_since: int = -1  # window of a regression still waiting for its cause's evidence
     info_verdict_ns: int = -(10**19)  # a "no hardware fault" was told then; a suspect revises it
+    step_now: float = 0.0  # the job's median step time in the latest window with steps
     last_evidence: dict[str, int] = field(default_factory=dict)  # entity -> last window
     fresh: set[str] = field(default_factory=set)  # entities with recent evidence
     stage_compute: dict[int, float] = field(default_factory=dict)
@@ -419,6 +422,8 @@ class JobState:
         alive = any(p.alive_nodes for p in parts)
         max_step = int(steps.max()) if len(steps) else self.hang.last_step
         typical = float(np.nanmedian(step_times)) if np.isfinite(step_times).any() else 0.0
+        if typical > 0:
+            self.step_now = typical
         hung = self.hang.update(max_step, alive, end_ns, typical)
         self._learn_stages(parts, regressed)
         if hardware:
@@ -444,6 +449,11 @@ class JobState:
             return self._held_regression(window, end_ns)
         return self._revision(window, end_ns)
 
+    def _slight(self) -> bool:
+        """The job's step time is less than INFO_MIN_SLOWDOWN above its learned level."""
+        level = self.regression.level()
+        return level > 0 and self.step_now < level * (1 + INFO_MIN_SLOWDOWN)
+
     def _strong_suspect(self) -> Suspect | None:
         """The top suspect, when it has fresh evidence and a score worth naming."""
         suspects = self._suspects(None)
@@ -467,6 +477,10 @@ class JobState:
             return None
         top = self._strong_suspect()
         if top is None or top.node in self.last_event_nodes:
+            return None
+        # A part told only by its peers (no history of its own yet) may be a quirk of that
+        # part; a revision needs evidence from its own history, or its own slow steps.
+        if not any(e.temporal_z is not None or e.signal == STEP_SIGNAL for e in top.evidence):
             return None
         self.info_verdict_ns = -(10**19)
         return self._emit(window, end_ns, "regression", None, revises=True)
@@ -558,6 +572,8 @@ class JobState:
             suspects, top = [], None
         if top is None and root is None and trigger == "regression" and self._pattern_told(end_ns):
             return None  # the step pattern already said why, and that no hardware is at fault
+        if top is None and root is None and trigger == "regression" and self._slight():
+            return None  # a few percent with no part to blame: nothing an SRE can act on
         pattern = stage_pattern(self.stage_now, self.stage_compute)
         event = describe(
             self.job,

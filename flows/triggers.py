@@ -61,6 +61,10 @@ class StepRegression:
     def reset(self) -> None:
         self.cusum = 0.0
 
+    def level(self) -> float:
+        """The job's learned typical step time (seconds); 0 while warming up."""
+        return math.exp(self.mean) if self.count >= self.warmup else 0.0
+
 
 @dataclass
 class HangDetector:
