@@ -7,6 +7,15 @@ import importlib
 
 import click
 
+from reflex_localize.shell.install_extras import missing_extra
+from reflex_localize.shell.logging_setup import (
+    ENV_FORMAT,
+    ENV_LEVEL,
+    FORMATS,
+    LEVELS,
+    configure_logging,
+)
+
 # name -> "module:attribute" of a click command.
 SUBCOMMANDS = {
     "collect": "reflex_localize.shell.collect:command",
@@ -14,6 +23,7 @@ SUBCOMMANDS = {
     "localize": "reflex_localize.shell.localize:command",
     "eval": "reflex_localize.shell.eval:command",
     "fit": "reflex_localize.shell.fit:command",
+    "fit-impact": "reflex_localize.shell.fit_impact:command",
     "flow": "reflex_localize.shell.flow:command",
     "demo": "reflex_localize.shell.demo:command",
     "report": "reflex_localize.shell.report:command",
@@ -21,6 +31,8 @@ SUBCOMMANDS = {
     "influxdb": "reflex_localize.shell.influxdb:command",
     "smoke": "reflex_localize.shell.smoke:command",
     "tokens": "reflex_localize.shell.tokens:command",
+    "replication": "reflex_localize.shell.replication:command",
+    "setup": "reflex_localize.shell.setup:command",
 }
 
 
@@ -38,6 +50,8 @@ class LazyGroup(click.Group):
         except ModuleNotFoundError as error:
             if error.name and module_name.startswith(error.name):
                 raise click.ClickException(f"'reflex {cmd_name}' is not built yet") from None
+            if error.name and not error.name.startswith("reflex_localize"):
+                raise click.ClickException(missing_extra(cmd_name, error.name)) from None
             raise
         command: click.Command = getattr(module, attribute)
         return command
@@ -45,5 +59,11 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup)
 @click.version_option(package_name="reflex-localize")
-def main() -> None:
+@click.option("--log-level", type=click.Choice(LEVELS), envvar=ENV_LEVEL,
+              help="Log level of every command (and of reflex flow's workers).")  # fmt: skip
+@click.option("--log-format", type=click.Choice(FORMATS), envvar=ENV_FORMAT,
+              help="text, or json: one object a line.  [default: text]")  # fmt: skip
+def main(log_level: str | None, log_format: str | None) -> None:
     """Reflex: finds the faulty node of a large training job from its telemetry."""
+    if log_level or log_format:  # else each command keeps its own default
+        configure_logging(log_level or "info", log_format or "text")

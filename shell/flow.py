@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
 from reflex_localize.influx.local_server import free_port
 from reflex_localize.shell.cli_checks import (
@@ -44,7 +43,7 @@ from reflex_localize.shell.cli_checks import (
     scenario_problem,
 )
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
-from reflex_localize.shell.reject_summary import read_reject_counts, reject_table
+from reflex_localize.shell.reject_summary import read_reject_counts, report_rejects
 
 FLOW = "reflex_localize.shell.flow_wiring:flow_from_env()"
 _PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -69,7 +68,7 @@ class FlowSource(click.ParamType):
 
 def _source_problem(value: str) -> str | None:
     kind, _, rest = value.partition(":")
-    if kind == "influx" and not rest:
+    if value in ("influx", "influx-push"):
         return None
     if kind == "file" and rest:
         problem = input_problem(Path(rest))
@@ -79,7 +78,7 @@ def _source_problem(value: str) -> str | None:
         if seed and not seed.isdigit():
             return f"{value}: the seed {seed!r} is not a whole number >= 0"
         return scenario_problem(scenario)  # a line that names the scenario
-    return f"{value}: expected influx, file:PATH or sim:SCENARIO[:SEED]"
+    return f"{value}: expected influx, influx-push, file:PATH or sim:SCENARIO[:SEED]"
 
 
 def _addresses(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -93,7 +92,7 @@ def _addresses(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 @click.command(name="flow")
 @click.option("--source", type=FlowSource(), default="influx", show_default=True,
-              help="influx, file:PATH.lp or sim:SCENARIO[:SEED].")  # fmt: skip
+              help="influx, influx-push, file:PATH.lp or sim:SCENARIO[:SEED].")  # fmt: skip
 @click.option("--sink", type=click.Choice(["influx", "files"]), default="influx",
               show_default=True, help="Results to InfluxDB, or to files.")  # fmt: skip
 @click.option("--out", type=OUTPUT_FOLDER, required=True,
@@ -128,6 +127,8 @@ def _addresses(ctx: click.Context, param: click.Parameter, value: str | None) ->
               help="This process's index in a cluster.")  # fmt: skip
 @click.option("-a", "--addresses", callback=_addresses,
               help='Cluster addresses: "host0:port;host1:port".')  # fmt: skip
+@click.option("--health-address", envvar="REFLEX_HEALTH_ADDRESS", metavar="HOST:PORT",
+              help="Serve /healthz and /metrics here (-p N: process K on PORT+K).")  # fmt: skip
 def command(
     source: str,
     sink: str,
@@ -149,6 +150,7 @@ def command(
     processes: int,
     process_id: int | None,
     addresses: str | None,
+    health_address: str | None,
 ) -> None:
     """Run the localization flow with recovery, on one or many processes and hosts."""
     _check_cluster(process_id, addresses, processes)
@@ -156,7 +158,9 @@ def command(
         raise click.BadParameter(
             f"{stop_ns} is not after --start-ns {start_ns}", param_hint="'--stop-ns'"
         )
-    if "influx" in (sink, source):
+    if source == "influx-push":
+        _check_push()
+    if "influx" in (sink, source) or source == "influx-push":
         # A clear error before any process; an InfluxDB that is down is waited for.
         check_token(influx.require(f"--source {source} --sink {sink}"), service=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -170,6 +174,8 @@ def command(
         "REFLEX_CLUSTER": cluster,
         "REFLEX_LAG_SECONDS": str(lag),
         "REFLEX_RESULTS_BUCKET": results_bucket,
+        **({"REFLEX_HEALTH_ADDRESS": health_address} if health_address else {}),
+        **{k: v for k, v in os.environ.items() if k.startswith("REFLEX_PUSH_")},  # push_wiring
     }
     for name, value in (
         ("REFLEX_START_NS", start_ns),
@@ -186,22 +192,31 @@ def command(
             directory.mkdir(parents=True, exist_ok=True)
         args += ["-r", str(directory), "-s", str(snapshot_interval), "-b", str(backup_interval)]
     if processes > 1:
+        env["REFLEX_HEALTH_PORT_PER_PROCESS"] = "1"  # -p N share a host: process K on PORT+K
         status = run_local_cluster(args, processes, env)
         _print_rejects(out)
         sys.exit(status)
     if process_id is not None:
         args += ["-i", str(process_id), "-a", str(addresses)]
-    if source == "influx" and stop_ns is None:
+    if source in ("influx", "influx-push") and stop_ns is None:
         os.execve(sys.executable, args, env)  # runs until stopped: its rejects go to InfluxDB
     status = run_children([args], env)  # a run that ends: its rejects are totalled after it
     _print_rejects(out)
     sys.exit(status)
 
 
+def _check_push() -> None:
+    from reflex_localize.influx.config import ConfigError
+    from reflex_localize.shell.push_wiring import PushWiringError, check_push_settings
+
+    try:
+        check_push_settings()
+    except (PushWiringError, ConfigError) as error:
+        raise click.UsageError(str(error)) from None
+
+
 def _print_rejects(out: Path) -> None:
-    counts = read_reject_counts(out / "errors.jsonl")
-    if counts:
-        Console(stderr=True).print(reject_table(counts))
+    report_rejects(read_reject_counts(out / "errors.jsonl"))
 
 
 def _check_cluster(process_id: int | None, addresses: str | None, processes: int) -> None:

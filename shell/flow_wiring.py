@@ -1,8 +1,9 @@
 """Builds the flow from REFLEX_* environment variables, for ``python -m bytewax.run``
 (every process of a Bytewax cluster imports the flow the same way). ``reflex flow`` sets them.
 
-* ``REFLEX_SOURCE``: ``sim:SCENARIO[:SEED]``, ``file:PATH.lp`` or ``influx`` (the ``[influx]``
-  settings of ``REFLEX_CONFIG`` and the environment, see :mod:`reflex_localize.influx.config`).
+* ``REFLEX_SOURCE``: ``sim:SCENARIO[:SEED]``, ``file:PATH.lp``, ``influx`` (the ``[influx]``
+  settings of ``REFLEX_CONFIG`` and the environment, see :mod:`reflex_localize.influx.config`)
+  or ``influx-push`` (a replication stream pushes to the flow, see :mod:`shell.push_wiring`).
 * ``REFLEX_SHARDS``: partitions of nodes (default 4). Keep it fixed for a deployment: a node's
   state lives in its shard.
 * ``REFLEX_SINK``: ``files`` (default) or ``influx`` (results bucket ``REFLEX_RESULTS_BUCKET``,
@@ -22,12 +23,15 @@ from pathlib import Path
 from bytewax.dataflow import Dataflow
 from bytewax.inputs import Source
 
+from reflex_localize.flows.impact_model import ImpactModel
 from reflex_localize.flows.job_step import JobConfig
 from reflex_localize.flows.localize import build_flow
 from reflex_localize.flows.sinks import FlowSinks, file_sinks
 from reflex_localize.flows.sources import LineProtocolSource
 from reflex_localize.flows.weights import load_weights
 from reflex_localize.influx.config import InfluxSettings, load_config
+from reflex_localize.shell.flow_health import with_health
+from reflex_localize.shell.logging_setup import configure_from_env
 from reflex_localize.shell.simulated_source import SimulatorSource
 
 
@@ -46,7 +50,13 @@ def source_from_env(window_seconds: float) -> Source:
         return LineProtocolSource(Path(rest), shards, window_seconds)
     if kind == "influx" and not rest:
         return _influx_source(shards, window_seconds)
-    raise WiringError(f"REFLEX_SOURCE={spec!r}: expected sim:SCENARIO[:SEED], file:PATH or influx")
+    if spec == "influx-push":
+        from reflex_localize.shell.push_wiring import push_source
+
+        return push_source(_influx_settings(), shards, window_seconds)
+    raise WiringError(
+        f"REFLEX_SOURCE={spec!r}: expected sim:SCENARIO[:SEED], file:PATH, influx or influx-push"
+    )
 
 
 def sinks_from_env() -> FlowSinks:
@@ -100,15 +110,20 @@ def flow_from_env() -> Dataflow:
     window = float(os.environ.get("REFLEX_WINDOW_SECONDS", "10"))
     cluster = os.environ.get("REFLEX_CLUSTER", "sim")
     config = JobConfig(window_seconds=window, cluster=cluster)
-    if os.environ.get("REFLEX_SOURCE") == "influx":
+    if os.environ.get("REFLEX_SOURCE") in ("influx", "influx-push"):
         # Live partitions poll the same windows in step; one that falls this far behind is
         # down, and the job goes on without it (its late windows go to the error stream).
         config.max_pending_windows = int(os.environ.get("REFLEX_MAX_PENDING_WINDOWS", "12"))
     if os.environ.get("REFLEX_WEIGHTS"):  # weights refit by `reflex fit`
         config.weights = load_weights(Path(os.environ["REFLEX_WEIGHTS"]))
+    if os.environ.get("REFLEX_IMPACT_MODEL"):  # learned by `reflex fit-impact`
+        config.impact = ImpactModel.load(Path(os.environ["REFLEX_IMPACT_MODEL"]))
+    configure_from_env()  # this is a worker process: the parent's --log-level/--log-format
+    out = os.environ.get("REFLEX_OUT")
+    source, sinks, _ = with_health(source_from_env(window), sinks_from_env(), Path(out or "."))
     return build_flow(
-        source_from_env(window),
-        sinks_from_env(),
+        source,
+        sinks,
         window_seconds=window,
         cluster=cluster,
         job_config=config,

@@ -1,0 +1,79 @@
+"""`reflex flow --source influx-push -p 2`: each process listens on its own port (the base port
+plus its index) and takes its own replication stream, keeping the lines of its shards. The
+events file is byte for byte the one-process replay's."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from test_push_restart import flow
+from test_push_source import LAG_S, SPEED, PacedWriter, expected_events, stream_to, telemetry
+
+from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.influx.local_server import InfluxServer, free_port
+from reflex_localize.influx.replication import remove_stream, stream_status
+from reflex_localize.shell.push_wiring import replay_clock
+
+pytestmark = [pytest.mark.influx, pytest.mark.slow]
+__all__ = ["expected_events", "telemetry"]  # module fixtures, shared with test_push_source
+S = 10**9
+
+
+def consecutive_free_ports(count: int) -> int:
+    """A port P such that P .. P + count - 1 are free (process K listens on P + K)."""
+    while True:
+        port = free_port()
+        try:
+            with contextlib.ExitStack() as stack:
+                for offset in range(count):
+                    probe = stack.enter_context(socket.socket())
+                    probe.bind(("127.0.0.1", port + offset))
+            return port
+        except OSError:
+            continue
+
+
+def test_two_processes_give_the_one_process_events_byte_for_byte(
+    influx: InfluxServer,
+    influx_bucket: str,
+    telemetry: tuple[list[tuple[int, list[str]]], int],
+    expected_events: list[LocalizationEvent],
+    tmp_path: Path,
+) -> None:
+    windows, start = telemetry
+    token, port = secrets.token_hex(16), consecutive_free_ports(2)
+    names = [f"p{index}-{influx_bucket}" for index in range(2)]
+    for index, name in enumerate(names):
+        stream_to(influx, influx_bucket, port + index, token, name)
+    replay = f"{start - 30 * S},{time.time_ns()},{SPEED}"
+    clock, _ = replay_clock(replay)
+    env = {
+        "REFLEX_INFLUX_TOKEN": influx.token,
+        "REFLEX_PUSH_TOKEN": token,
+        "REFLEX_PUSH_LISTEN": f"127.0.0.1:{port}",
+        "REFLEX_PUSH_REPLAY": replay,
+    }
+    args = ["--source", "influx-push", "--influx-url", influx.url, "--bucket", influx_bucket]
+    args += ["--start-ns", str(start - 30 * S), "--stop-ns", str(start + 360 * S)]
+    args += ["--no-recovery", "-p", "2", "--lag", str(LAG_S)]
+    writer = PacedWriter(influx, influx_bucket, windows, clock)
+    writer.start()
+    out = tmp_path / "flow"
+    try:
+        process = flow(out, *args, env=env)
+        _, stderr = process.communicate(timeout=150)
+        assert process.returncode == 0, stderr.decode()[-2000:]
+        for name in names:  # both processes took their stream
+            status = stream_status(influx.settings(), name)
+            assert status is not None and status["latest_response_code"] == 204, status
+    finally:
+        writer.join(timeout=60)
+        for name in names:
+            remove_stream(influx.settings(), name)
+    one_process = "".join(event.to_json() + "\n" for event in expected_events)
+    assert (out / "events.jsonl").read_text() == one_process
