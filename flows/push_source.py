@@ -56,7 +56,8 @@ from reflex_localize.flows.messages import ErrorRecord, WindowBatch
 from reflex_localize.flows.push_receiver import DEFAULT_MAX_BODY_BYTES, PushReceiver
 from reflex_localize.flows.sources import line_owner, select_shard, shard_names
 from reflex_localize.influx.config import InfluxSettings
-from reflex_localize.schemas.codec import Point, PointError, decode
+from reflex_localize.schemas.codec import Point, PointError
+from reflex_localize.schemas.foreign_translate import ForeignTranslator
 from reflex_localize.schemas.frame import frames_from_points
 from reflex_localize.schemas.line_file import line_stamp
 
@@ -234,6 +235,9 @@ class PushPartition(StatefulSourcePartition[WindowBatch, int]):
         self._lock = threading.Lock()
         self._awake: datetime | None = None
         self._owners: dict[str, int] = {}  # node -> shard, for lines every shard decodes
+        # Telegraf and dcgm-exporter lines become Reflex points (schemas/foreign_translate.py);
+        # they carry host, not node, so every shard translates them and keeps its own rows.
+        self._foreign = ForeignTranslator()
         self._warned = False  # that the stream has not taken over
         self.stats = PushStats()
         self._reader = InfluxSource(
@@ -382,14 +386,16 @@ class PushPartition(StatefulSourcePartition[WindowBatch, int]):
         errors: list[ErrorRecord] = []
         for line in sorted(lines):  # the stream's batching must not change the frames
             try:
-                point = decode(line, carry_tags=True)  # a foreign tag is carried, not refused
+                got, notes = self._foreign.decode(line)  # a foreign tag is carried, not refused
             except Exception as error:
                 if lines[line]:  # counted here (its own shard, or shard 0 for shared lines)
                     code = error.code if isinstance(error, PointError) else "unparseable"
                     self.stats.rejected += 1
                     errors.append(ErrorRecord("source", code, f"{lines[line]}: {error}"[:300]))
                 continue
-            points.append(point)
+            points.extend(got)
+            if lines[line]:
+                errors.extend(ErrorRecord(n.where, n.code, n.detail) for n in notes)
         start = window * src.window_ns
         frames = frames_from_points(points) if points else []
         # Lines of unknown shard were decoded by every shard: each keeps its own rows.
