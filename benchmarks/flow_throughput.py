@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--scenario", default="demo")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--file-seconds", type=int, default=20,
+    parser.add_argument("--file-seconds", type=int, default=400,
                         help="Simulated seconds written to the line-protocol file.")  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
 from reflex_localize.flows.messages import ErrorRecord, WindowBatch, shard_of
+from reflex_localize.flows.shared_windows import SharedWindows, split_by_shard
 from reflex_localize.flows.stream_clock import StampCheck, median_start
-from reflex_localize.schemas.codec import Point, PointError, decode
+from reflex_localize.schemas.codec import Point, PointError
+from reflex_localize.schemas.contract import load_schema
+from reflex_localize.schemas.foreign_translate import ForeignTranslator
 from reflex_localize.schemas.frame import Frame, frames_from_points
+from reflex_localize.schemas.line_decoder import FramePart, assemble, decode_block, points_parts
 from reflex_localize.schemas.line_file import data_lines, line_stamp, raw_tag
 
 
@@ -29,18 +34,7 @@ def select_shard(
     frames: list[Frame], shard: int, n_shards: int, cache: dict[str, int]
 ) -> list[Frame]:
     """The rows of ``frames`` whose node belongs to ``shard``."""
-    if n_shards == 1:
-        return frames
-    out = []
-    for frame in frames:
-        nodes, inverse = np.unique(frame.tags["node"], return_inverse=True)
-        owner = np.array([cache.setdefault(n, shard_of(n, n_shards)) for n in nodes.tolist()])
-        mask = owner[inverse] == shard
-        if mask.all():
-            out.append(frame)
-        elif mask.any():
-            out.append(frame.take(mask))
-    return out
+    return split_by_shard(frames, n_shards, cache)[shard]
 
 
 class _WindowPartition(StatefulSourcePartition[WindowBatch, int]):
@@ -54,9 +48,10 @@ class _WindowPartition(StatefulSourcePartition[WindowBatch, int]):
         window_ns: int,
         resume: int | None,
         errors_per_shard: bool = False,
+        rows_selected: bool = False,
     ) -> None:
         self._windows, self._shard, self._n = windows, shard, n_shards
-        self._errors_per_shard = errors_per_shard
+        self._errors_per_shard, self._rows_selected = errors_per_shard, rows_selected
         self._index = int(shard.rsplit("-", 1)[1])
         self._window_ns, self._cursor = window_ns, resume if resume is not None else -1
         self._cache: dict[str, int] = {}
@@ -66,7 +61,11 @@ class _WindowPartition(StatefulSourcePartition[WindowBatch, int]):
             if window <= self._cursor:
                 continue  # already emitted before the restart
             self._cursor = window
-            mine = select_shard(frames, self._index, self._n, self._cache)
+            mine = (
+                frames
+                if self._rows_selected
+                else select_shard(frames, self._index, self._n, self._cache)
+            )
             batch = WindowBatch(
                 self._shard,
                 window,
@@ -92,6 +91,8 @@ class WindowedSource(FixedPartitionedSource[WindowBatch, int]):
     window_ns: int
     # True when ``_shard_windows`` gives each shard only its own rejects (else shard 0 has all).
     errors_per_shard = False
+    # True when ``_shard_windows`` gives each shard only its own rows (else it selects them).
+    rows_selected = False
 
     def list_parts(self) -> list[str]:
         return shard_names(self.n_shards)
@@ -105,6 +106,7 @@ class WindowedSource(FixedPartitionedSource[WindowBatch, int]):
             self.window_ns,
             resume_state,
             self.errors_per_shard,
+            self.rows_selected,
         )
 
     def _shard_windows(self, index: int) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
@@ -135,11 +137,13 @@ class MemorySource(WindowedSource):
 class ChunkSource(WindowedSource):
     """Frames from a generator of chunks (the simulator's), cut into epoch-aligned windows.
 
-    ``chunks(window_seconds)`` is called once per partition and must give every partition
-    the same frames in the same order (a deterministic simulation); each partition keeps
-    the rows of its own shard. The shell hands the simulator in this way, so the flow
-    never imports it.
+    ``chunks(window_seconds)`` is called once per process (:mod:`flows.shared_windows`): the
+    partitions of a process share one pass, each given its own shard's rows. Another process
+    makes its own pass, so the chunks must come out the same every time (a deterministic
+    simulation). The shell hands the simulator in this way, so the flow never imports it.
     """
+
+    rows_selected = True
 
     def __init__(
         self,
@@ -149,6 +153,12 @@ class ChunkSource(WindowedSource):
     ) -> None:
         self.chunks, self.n_shards = chunks, n_shards
         self.window_ns = int(window_seconds * 1e9)
+        self._shared: SharedWindows | None = None
+
+    def _shard_windows(self, index: int) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        if self._shared is None:
+            self._shared = SharedWindows(lambda _: self._windows(), self.n_shards)
+        return self._shared.reader(index)
 
     def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
         for frames in self.chunks(self.window_ns / 1e9):
@@ -183,14 +193,18 @@ class LineProtocolSource(WindowedSource):
     agree (a real gap in the capture) or the stream goes on without it (an outlier, refused).
     Identical points (same series, same stamp) are counted as duplicates and kept once.
 
-    Decoding is what costs, so each shard decodes only its own lines: a plain line's node is
-    read off its tags without decoding (:func:`line_owner`), and the line is skipped by the
-    other shards. Lines whose node cannot be read that way (escapes, no node tag) are decoded
-    by every shard, which keeps their rows; their rejects are counted by shard 0 alone. Every
-    shard still reads every line's timestamp, so all shards close the same windows.
+    The shards of one process share one pass over the file (:mod:`flows.shared_windows`),
+    and decoding, which is what costs, is split between processes: a plain line's node is read
+    off its tags without decoding (:func:`line_owner`), and only the process that holds its
+    shard decodes it, with the rest of its window's lines in one block
+    (:mod:`schemas.line_decoder`). Lines whose node cannot be read that way (escapes, no node
+    tag) are decoded by every process, which keeps its shards' rows; their rejects are counted
+    by the process of shard 0 alone. Every process still reads every line's timestamp, so all
+    shards close the same windows.
     """
 
     errors_per_shard = True
+    rows_selected = True
     start_lines = 64  # stamps whose median starts the clock
     jump_quorum = 32  # held lines that confirm a jump of the stream
 
@@ -205,9 +219,15 @@ class LineProtocolSource(WindowedSource):
         self.path, self.n_shards = Path(path), n_shards
         self.window_ns, self.disorder = int(window_seconds * 1e9), disorder_windows
         self.now_ns = now_ns
+        self._shared: SharedWindows | None = None
 
     def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
-        return self._shard_windows(-1)
+        return self._pass(None)
+
+    def _shard_windows(self, index: int) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        if self._shared is None:
+            self._shared = SharedWindows(self._pass, self.n_shards)
+        return self._shared.reader(index)
 
     def _first_stamps(self) -> list[int]:
         stamps = []
@@ -219,17 +239,29 @@ class LineProtocolSource(WindowedSource):
                     break
         return stamps
 
-    def _shard_windows(self, index: int) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
-        """Shard ``index``'s windows; -1 decodes every line (one shard for all)."""
+    def _pass(
+        self, shards: frozenset[int] | None
+    ) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        """The windows of ``shards`` (None: of every shard) from one pass over the file."""
         start = median_start(self._first_stamps())
         check = StampCheck(start, self.now_ns()) if start is not None else None
-        replay = _Replay(self, index)
+        replay = _Replay(self, shards)
         if start is not None:
             replay.newest = start // self.window_ns
         held: list[tuple[int, str, int]] = []  # far-ahead lines waiting for the stream
         since_held = 0  # lines within the clock read since the first held one
+        low, high = check.bounds() if check is not None else (0.0, -1.0)
         for number, line in data_lines(self.path):
             stamp = line_stamp(line)
+            # Nearly every line: a trusted stamp in an open window the clock has reached.
+            if (
+                stamp is not None
+                and not held
+                and low <= stamp <= high
+                and replay.closed < stamp // self.window_ns <= replay.newest
+                and replay.queue(number, line, stamp)
+            ):
+                continue
             if stamp is not None and check is not None:
                 refused = check.refusal(stamp)
                 if refused is not None:
@@ -255,26 +287,31 @@ class LineProtocolSource(WindowedSource):
 
 
 class _Replay:
-    """One shard's pass over a line-protocol file: its window clock, pending windows, the
-    points it has seen (for duplicates) and its rejects."""
+    """One pass over a line-protocol file for some shards: its window clock, pending windows,
+    the points it has seen (for duplicates) and its rejects."""
 
-    def __init__(self, source: LineProtocolSource, index: int) -> None:
-        self.source, self.index = source, index
+    def __init__(self, source: LineProtocolSource, shards: frozenset[int] | None) -> None:
+        self.source = source
+        # The shards whose lines this pass decodes; None: all (no node need be read).
+        self.mine = None if shards is None or source.n_shards == 1 else shards
+        self.counts_shared = self.mine is None or 0 in self.mine
         self.window_ns, self.disorder = source.window_ns, source.disorder
-        self.pending: dict[int, list[Point]] = {}
+        self.pending: dict[int, _OpenWindow] = {}
         # window -> (series text, field names, stamp) of the points taken: a line that repeats
         # one is a duplicate (a line that adds other fields to the series is not)
         self.seen: dict[int, set[tuple[str, tuple[str, ...], int]]] = {}
         self.errors: list[ErrorRecord] = []
         self.closed = self.newest = -1
         self.owners: dict[str, int] = {}
+        self.foreign = ForeignTranslator()  # one per pass: it remembers the last XID per GPU
+        self.deferred: dict[str, bool] = {}  # measurement -> its lines wait for decode_block
 
     def _counted(self, line: str) -> tuple[int, bool]:
-        """The line's owning shard (-1: shared) and whether this shard counts its rejects."""
-        owner = -1
-        if self.index >= 0 and self.source.n_shards > 1:
-            owner = line_owner(line, self.source.n_shards, self.owners)
-        return owner, (owner == self.index) or (owner < 0 and self.index <= 0)
+        """The line's owning shard (-1: shared) and whether this pass counts its rejects."""
+        if self.mine is None:
+            return -1, True
+        owner = line_owner(line, self.source.n_shards, self.owners)
+        return owner, (owner in self.mine) if owner >= 0 else self.counts_shared
 
     def reject(self, code: str, detail: str) -> None:
         self.errors.append(ErrorRecord("source", code, detail[:300]))
@@ -290,14 +327,13 @@ class _Replay:
             self.refuse(number, line, "timestamp_ahead_of_stream", detail)
 
     def advance(self, window: int) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
-        if window > self.closed:
-            self.pending.setdefault(window, [])
+        if window > self.closed and window not in self.pending:
+            self.pending[window] = _OpenWindow()
         if window > self.newest:
             self.newest = window
             for ready in sorted(w for w in self.pending if w < self.newest - self.disorder):
                 self.closed = ready
-                self.seen.pop(ready, None)
-                yield ready, frames_from_points(self.pending.pop(ready)), self.errors
+                yield ready, self.close(ready), self.errors
                 self.errors = []
 
     def take_all(
@@ -312,15 +348,29 @@ class _Replay:
         if stamp is not None:
             yield from self.advance(stamp // self.window_ns)
         owner, counted = self._counted(line)
-        if owner >= 0 and owner != self.index:
-            return  # another shard's line: only its time was needed
+        if owner >= 0 and self.mine is not None and owner not in self.mine:
+            return  # another process's line: only its time was needed
+        if stamp is not None and stamp // self.window_ns > self.closed and self._deferred(line):
+            # Decoded with its window's other lines in one block (schemas/line_decoder.py).
+            self.pending[stamp // self.window_ns].add_line(number, line, stamp, counted)
+            return
         try:
-            point = decode(line, carry_tags=True)  # a Telegraf host tag is no reason to refuse
+            # Reflex lines are decoded (a Telegraf host tag is no reason to refuse); Telegraf and
+            # dcgm-exporter lines become Reflex points (schemas/foreign_translate.py).
+            points, notes = self.foreign.decode(line)
         except Exception as error:
             if counted:
                 code = error.code if isinstance(error, PointError) else "unparseable"
                 self.reject(code, f"line {number}: {error}")
             return
+        if counted:
+            self.errors += [ErrorRecord(n.where, n.code, f"line {number}: {n.detail}"[:300])
+                            for n in notes]  # fmt: skip
+        for point in points:
+            self.place(number, line, stamp, point, counted)
+
+    def place(self, number: int, line: str, stamp: int | None, point: Point, counted: bool) -> None:
+        """Puts one decoded point of line ``number`` in its pending window, or counts why not."""
         if point.time_ns != stamp:
             # int() also takes "+5", "1_0" or non-ASCII digits; the other shards went by the
             # plain digits (line_stamp), so a point stamped otherwise cannot be placed the
@@ -341,14 +391,119 @@ class _Replay:
                 self.reject("duplicate_point", f"line {number}: {series[0][:200]} at {stamp}")
             return
         seen.add(series)
-        self.pending.setdefault(window, []).append(point)
+        self.open(window).add_point(point)
+
+    def queue(self, number: int, line: str, stamp: int) -> bool:
+        """Takes a line whose window is open and reached, leaving its decoding to the window's
+        block; False when it must go the long way (a foreign line, decoded at once)."""
+        pending = self.open(stamp // self.window_ns)  # every shard has every window
+        owner, counted = self._counted(line)
+        if owner >= 0 and self.mine is not None and owner not in self.mine:
+            return True  # another process's line: only its time was needed
+        comma = line.find(",")
+        deferred = self.deferred.get(line[:comma] if comma > 0 else "")
+        if deferred is None:
+            deferred = self._deferred(line)
+        if not deferred:
+            return False
+        pending.add_line(number, line, stamp, counted)
+        return True
+
+    def open(self, window: int) -> _OpenWindow:
+        held = self.pending.get(window)
+        if held is None:
+            held = self.pending[window] = _OpenWindow()
+        return held
+
+    def _deferred(self, line: str) -> bool:
+        """Whether a line of this measurement waits for its window's block decode: every line
+        but a foreign one (whose translator keeps memory, so it goes in line order)."""
+        head = line.partition(",")[0].partition(" ")[0]
+        deferred = self.deferred.get(head)
+        if deferred is None:  # as ForeignTranslator.decode chooses
+            deferred = self.deferred[head] = "\\" in head or not self.foreign.is_foreign(head)
+        return deferred
+
+    def close(self, window: int) -> list[Frame]:
+        """The window's frames: its deferred lines decoded in one block, merged in the order
+        taken with the points decoded at once; rejects and duplicates counted."""
+        self.seen.pop(window, None)
+        held = self.pending.pop(window)
+        if not held.lines:
+            return frames_from_points([point for _, point in held.points])
+        block = decode_block(held.lines, carry_tags=True)
+        for position, error in block.rejects:
+            if position not in held.uncounted:
+                code = error.code if isinstance(error, PointError) else "unparseable"
+                self.reject(code, f"line {held.numbers[position]}: {error}")
+        # Line i sorts at 2i + 1, a point taken after b lines at 2b: the order they came in.
+        parts = points_parts([(2 * b, point) for b, point in held.points], load_schema())
+        stamps = np.array(held.stamps, np.int64)
+        for frame, positions in zip(block.frames, block.positions, strict=True):
+            keep = self._placeable(frame, positions, held, stamps[positions])
+            if keep.all():
+                parts.append(FramePart.of(frame, 2 * positions + 1))
+            elif keep.any():
+                parts.append(FramePart.of(frame.take(keep), 2 * positions[keep] + 1))
+        return assemble(parts)[0]
+
+    def _placeable(
+        self, frame: Frame, positions: np.ndarray, held: _OpenWindow, stamps: np.ndarray
+    ) -> np.ndarray:
+        """Rows of a block's frame that are neither stamped otherwise than their line's plain
+        digits nor a repeat of an earlier row of the same series; those are counted."""
+        keep = frame.time_ns == stamps
+        for row in np.flatnonzero(~keep).tolist():
+            position = int(positions[row])
+            if position not in held.uncounted:
+                stamp = held.lines[position].rsplit(" ", 1)[-1]
+                self.reject("timestamp_not_plain_ns", f"line {held.numbers[position]}: {stamp}")
+        times = frame.time_ns.tolist()
+        columns = [column.tolist() for column in frame.tags.values()]
+        if len(set(zip(times, *columns, strict=True))) == len(times):
+            return keep  # no two rows share tags and stamp: no line repeats another
+        seen: set[tuple[str, int]] = set()
+        for row, position in enumerate(positions.tolist()):
+            series = (held.lines[position].partition(" ")[0], held.stamps[position])
+            if not keep[row]:
+                continue
+            if series in seen:
+                keep[row] = False
+                if position not in held.uncounted:
+                    where = f"line {held.numbers[position]}: {series[0][:200]} at {series[1]}"
+                    self.reject("duplicate_point", where)
+            seen.add(series)
+        return keep
 
     def finish(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
         for window in sorted(self.pending):
-            yield window, frames_from_points(self.pending.pop(window)), self.errors
+            yield window, self.close(window), self.errors
             self.errors = []
         if self.errors:
             yield self.closed + 1, [], self.errors
+
+
+@dataclass
+class _OpenWindow:
+    """What an open window holds, in the order taken: Reflex lines, decoded in one block when
+    it closes, and points decoded at once (foreign lines), each with the count of lines taken
+    before it."""
+
+    numbers: list[int] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    stamps: list[int] = field(default_factory=list)
+    uncounted: set[int] = field(default_factory=set)  # lines whose rejects another shard counts
+    points: list[tuple[int, Point]] = field(default_factory=list)
+
+    def add_line(self, number: int, line: str, stamp: int, counted: bool) -> None:
+        if not counted:
+            self.uncounted.add(len(self.lines))
+        self.numbers.append(number)
+        self.lines.append(line)
+        self.stamps.append(stamp)
+
+    def add_point(self, point: Point) -> None:
+        self.points.append((len(self.lines), point))
 
 
 def line_owner(line: str, n_shards: int, owners: dict[str, int]) -> int:

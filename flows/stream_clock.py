@@ -41,6 +41,14 @@ class StampCheck:
     max_ahead_of_wall_s: float = 300.0
     max_before_start_s: float = 3600.0
 
+    def bounds(self) -> tuple[float, float]:
+        """``(low, high)``: :meth:`refusal` is None for every stamp with low <= stamp <= high
+        (the same float arithmetic, so a replay may test these first and skip the call)."""
+        return (
+            self.start_ns - self.max_before_start_s * 1e9,
+            self.now_ns + self.max_ahead_of_wall_s * 1e9,
+        )
+
     def refusal(self, stamp: int) -> tuple[str, str] | None:
         """``(code, detail)`` when ``stamp`` cannot be right, else None."""
         if stamp > self.now_ns + self.max_ahead_of_wall_s * 1e9:

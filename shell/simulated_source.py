@@ -10,7 +10,8 @@ from reflex_localize.simulator import Simulation, load_scenario, scale_scenario
 
 
 class SimulatorSource(ChunkSource):
-    """The in-process simulator, one full (deterministic) simulation per partition.
+    """The in-process simulator: one full (deterministic) simulation per process, shared by
+    its partitions, each keeping its own shard's rows (see :class:`ChunkSource`).
 
     >>> source = SimulatorSource("demo", seed=7, n_shards=2)
     >>> source.list_parts()

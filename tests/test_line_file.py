@@ -79,3 +79,21 @@ def test_data_lines_skip_blanks_and_comments_and_count_every_line(tmp_path: Path
         (3, "host,node=a load1=1 1"),
         (5, "host,node=\ufffd load1=2 2"),
     ]
+
+
+def test_data_lines_read_in_pieces_as_line_by_line(tmp_path: Path) -> None:
+    """Lines cut across the reader's pieces, CRLF and lone CR endings, blanks, comments and a
+    last line without a newline: the same numbers and texts as reading line by line."""
+    lines = [f"host,node=n{i} load1={i} {i}" for i in range(40_000)]
+    for at, odd in ((7, ""), (11, "  \t"), (13, "# note"), (17_000, ""), (29_999, "#")):
+        lines[at] = odd
+    text = "\r\n".join(lines[:20_000]) + "\r" + "\n".join(lines[20_000:])
+    path = tmp_path / "pieces.lp"
+    path.write_text(text, newline="")
+    with path.open(errors="replace") as handle:
+        expected = [
+            (number, line.rstrip("\n"))
+            for number, line in enumerate(handle, 1)
+            if not line.isspace() and not line.startswith("#")
+        ]
+    assert len(text) > 1 << 20 and list(data_lines(path, piece_chars=1 << 16)) == expected

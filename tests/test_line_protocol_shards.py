@@ -31,12 +31,21 @@ def simulated_lines(seconds: int) -> list[str]:
     return lines
 
 
-def replay(path: Path, n_shards: int) -> list[list[tuple[int, list[Frame], list[ErrorRecord]]]]:
-    """Every shard's batches, through the partitions Bytewax would build."""
+def replay(
+    path: Path, n_shards: int, apart: bool = False
+) -> list[list[tuple[int, list[Frame], list[ErrorRecord]]]]:
+    """Every shard's batches, through the partitions Bytewax would build: all in one process
+    (one shared pass), or ``apart``, each shard in a process of its own."""
     source = LineProtocolSource(path, n_shards, WINDOW_S)
+    names = source.list_parts()
+    parts = [
+        (LineProtocolSource(path, n_shards, WINDOW_S) if apart else source).build_part(
+            "in", name, None
+        )
+        for name in names
+    ]
     shards = []
-    for name in source.list_parts():
-        part = source.build_part("in", name, None)
+    for part in parts:
         batches = []
         while True:
             try:
@@ -58,8 +67,13 @@ def rows(frames: list[Frame]) -> Counter[Row]:
 
 
 def assert_same_as_one_shard(path: Path, n_shards: int) -> None:
+    assert_split_exactly(path, n_shards, apart=False)
+    assert_split_exactly(path, n_shards, apart=True)
+
+
+def assert_split_exactly(path: Path, n_shards: int, apart: bool) -> None:
     (single,) = replay(path, 1)
-    shards = replay(path, n_shards)
+    shards = replay(path, n_shards, apart)
     for batches in shards:
         assert [window for window, _, _ in batches] == [window for window, _, _ in single]
     together: Counter[Row] = Counter()
