@@ -59,5 +59,6 @@ def test_the_same_fault_under_two_switches_names_a_node_with_its_site() -> None:
     windows = sorted(split_windows(frames, WINDOW_NS), key=lambda w: w[0])
     control = [e for e in run_in_process(MemorySource([(w, f) for w, f, _ in windows])).events
                if e.top is not None]  # fmt: skip
-    assert control and control[0].top.node in faulty
-    assert control[0].sites[control[0].top.node]["switch"] == switch_of[control[0].top.node]
+    top = control[0].top if control else None
+    assert top is not None and top.node in faulty
+    assert control[0].sites[top.node]["switch"] == switch_of[top.node]
