@@ -205,17 +205,21 @@ class ShardState:
         what a shard can tell of straggling on its own, without the job's other nodes."""
         for job, rows in steps.items():
             ranks = self.members.get(job, {})
-            per_node: dict[str, dict[int, list[float]]] = {}
-            for rank, value in zip(rows.rank.tolist(), rows.compute.tolist(), strict=True):
+            known = np.isfinite(rows.compute)
+            if not known.any() or not ranks:
+                continue
+            unique, inverse = np.unique(rows.rank[known], return_inverse=True)
+            means = np.bincount(inverse, weights=rows.compute[known]) / np.bincount(inverse)
+            per_node: dict[str, dict[int, float]] = {}
+            for rank, mean in zip(unique.tolist(), means.tolist(), strict=True):
                 info = ranks.get(int(rank))
-                if info is not None and info.gpu >= 0 and np.isfinite(value):
-                    per_node.setdefault(info.node, {}).setdefault(info.gpu, []).append(value)
+                if info is not None and info.gpu >= 0:
+                    per_node.setdefault(info.node, {})[info.gpu] = mean
             for node, gpus in per_node.items():
                 if len(gpus) < 4:
                     continue
-                means = {gpu: float(np.mean(v)) for gpu, v in gpus.items()}
-                level = float(np.median(list(means.values())))
-                for gpu, mean in means.items():
+                level = float(np.median(list(gpus.values())))
+                for gpu, mean in gpus.items():
                     if level > 0 and mean >= 1.15 * level:
                         self.memory.note(f"{node}|gpu|{gpu}", STRAGGLE_TROUBLE, now, "straggled")
 
