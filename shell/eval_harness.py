@@ -5,7 +5,11 @@ simulated data. Every event is matched to the simulator's labels:
 
 * a hardware fault is detected by the first event of its job within ``horizon_s`` of onset;
   top-1 / top-3 ask whether that event's first / first three suspects name the faulty node
-  (and component, where the label names one);
+  (and component, where the label names one). With several faults in one job, every label is
+  scored: an event whose first suspect is another label's node (at or after that label's onset)
+  answers that label, never this one, so a first fault's events cannot stand for a second's;
+  a wrong first answer that a later event of the job corrects within the horizon is counted
+  as *named later* (a revision), beside top-1, never instead of it;
 * a "no hardware fault" label (pipeline imbalance) is handled correctly when no event of its
   job names a hardware suspect; it is *answered* when an event of its job says so (silence is
   not blaming, but it is not the "no hardware fault" finding either);
@@ -40,6 +44,7 @@ class FaultResult:
     top1: bool
     top3: bool
     ttl_s: float | None
+    named_later: bool = False  # a later event of the job named it, after a wrong first answer
 
 
 @dataclass
@@ -76,24 +81,32 @@ class LabelMatch:
     label: Any
     event: LocalizationEvent | None
     correct: bool  # top-1 right for hardware; no hardware suspect named for the others
+    revision: LocalizationEvent | None = None  # a later event that named it, if the first did not
 
 
 def match_labels(truth: list, events: list[LocalizationEvent]) -> tuple[list[LabelMatch], set[int]]:
     """Matches labels to events; returns the matches and the indexes of events that count."""
     used: set[int] = set()
     matches: list[LabelMatch] = []
-    for label in sorted((t for t in truth if t.expect == "hardware"), key=lambda t: t.onset_ns):
+    hardware = sorted((t for t in truth if t.expect == "hardware"), key=lambda t: t.onset_ns)
+    for label in hardware:
         horizon = label.onset_ns + HORIZON_S * 1e9
         found = [
             i
             for i, e in enumerate(events)
-            if i not in used and e.job == label.job and label.onset_ns <= e.time_ns <= horizon
+            if i not in used
+            and e.job == label.job
+            and label.onset_ns <= e.time_ns <= horizon
+            and not _answers_another(e, label, hardware)
         ]
         first = events[found[0]] if found else None
         if found:
             used.add(found[0])
         correct = first is not None and _names(first, label.node, label.component, 1)
-        matches.append(LabelMatch(label, first, correct))
+        later = [] if correct else [
+            i for i in found[1:] if _names(events[i], label.node, label.component, 1)
+        ]  # fmt: skip
+        matches.append(LabelMatch(label, first, correct, events[later[0]] if later else None))
     # Benign-only runs carry one "none" label; imbalance and software faults are labelled
     # no_hardware_fault with a real fault type.
     for label in (t for t in truth if t.expect != "hardware" and t.fault_type != "none"):
@@ -108,6 +121,20 @@ def match_labels(truth: list, events: list[LocalizationEvent]) -> tuple[list[Lab
         shown = events[blamed[0]] if blamed else events[answered[0]] if answered else None
         matches.append(LabelMatch(label, shown, not blamed))
     return matches, used
+
+
+def _answers_another(event: LocalizationEvent, label: Any, hardware: list) -> bool:
+    """The event's first suspect is the node of another fault of the same job, already started,
+    and not this label's node: it is that fault's answer (or a repeat of it)."""
+    if not event.suspects or event.suspects[0].node == label.node:
+        return False
+    return any(
+        other is not label
+        and other.job == label.job
+        and other.node == event.suspects[0].node
+        and other.onset_ns <= event.time_ns
+        for other in hardware
+    )
 
 
 def score_scenario(
@@ -128,6 +155,7 @@ def score_scenario(
                 m.correct,
                 first is not None and _names(first, label.node, label.component, 3),
                 (first.time_ns - label.onset_ns) / 1e9 if first is not None else None,
+                m.revision is not None,
             )
         )
     result.imbalance_ok = [m.correct for m in others]
@@ -201,6 +229,7 @@ class Summary:
     by_type: dict[str, str] = field(default_factory=dict)
     crashed: int = 0  # runs that stopped with an error (family runs only)
     imbalance_answered: str = ""
+    named_later: str = ""  # faults whose wrong first answer a later event corrected
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -249,4 +278,56 @@ def summarize(mode: str, results: list[ScenarioResult]) -> Summary:
         {k: f"{sum(v)}/{len(v)}" for k, v in sorted(by_type.items())},
         sum(1 for r in results if r.crashed),
         f"{sum(answered)}/{len(answered)}",
+        f"{sum(f.named_later for f in faults)}/{sum(not f.top1 for f in faults)}",
     )
+
+
+@dataclass
+class PairRow:
+    """A moving node's job B, run after job A where the node was faulty (history) and in the
+    paired control where job A ran clean (no history): the same fault, the same seed."""
+
+    scenario: str
+    seed: int
+    mode: str
+    fault: str  # the measured label: node, component, index
+    ttl_history_s: float | None
+    ttl_clean_s: float | None
+    top1_history: bool
+    top1_clean: bool
+
+
+def moving_pairs(
+    results: list[ScenarioResult], controls: dict[str, tuple[str, str]]
+) -> list[PairRow]:
+    """Rows for each control run (``controls``: control scenario name -> (the scenario with
+    history, the measured job)) whose history run of the same seed and mode is in ``results``."""
+    by_key = {(r.scenario, r.seed, r.mode): r for r in results}
+    rows = []
+    for control in results:
+        if control.scenario not in controls:
+            continue
+        history_name, job = controls[control.scenario]
+        history = by_key.get((history_name, control.seed, control.mode))
+        if history is None:
+            continue
+        clean, remembered = _measured(control, job), _measured(history, job)
+        if clean is None or remembered is None:
+            continue
+        label = clean.label
+        rows.append(PairRow(
+            history_name, control.seed, control.mode,
+            " ".join(part for part in (label.node, label.component, label.index) if part),
+            _ttl(remembered), _ttl(clean), remembered.correct, clean.correct,
+        ))  # fmt: skip
+    return rows
+
+
+def _measured(result: ScenarioResult, job: str) -> LabelMatch | None:
+    """The first hardware label of ``job`` in the run, as it was matched."""
+    mine = [m for m in result.matches if m.label.expect == "hardware" and m.label.job == job]
+    return min(mine, key=lambda m: m.label.onset_ns) if mine else None
+
+
+def _ttl(match: LabelMatch) -> float | None:
+    return (match.event.time_ns - match.label.onset_ns) / 1e9 if match.event else None

@@ -24,7 +24,7 @@ import numpy as np
 from reflex_localize.simulator.cluster import ClusterSpec
 from reflex_localize.simulator.effects import Episode
 from reflex_localize.simulator.events import EventRecord
-from reflex_localize.simulator.faults import SW_THERMAL
+from reflex_localize.simulator.faults import SW_THERMAL, pci_bus_id
 from reflex_localize.simulator.scenario import Scenario
 
 
@@ -132,3 +132,101 @@ def quirk_episodes(
         node = cluster.nodes[port // gpus_per_node]
         quirks.append(Quirk("noisy_port", node.name, f"{node.hcas[port % gpus_per_node]}/1"))
     return episodes, quirks
+
+
+# The persistent quirks of a quirky fleet ([quirks] share > 0), each healthy for ever:
+FLEET_QUIRKS = ("hot_node", "slow_gpu", "noisy_nic", "ecc_bursts_gpu")
+ECC_QUIRK_BURSTS_PER_HOUR = 12.0  # a GPU that corrects a burst of bits every few minutes
+
+
+def fleet_quirk_episodes(
+    scenario: Scenario, cluster: ClusterSpec, rng: np.random.Generator
+) -> tuple[list[Episode], list[Quirk]]:
+    """Quirks on ``share`` of the nodes (never the ``spare`` ones), ``kinds_per_node`` each;
+    nothing, and no draw from ``rng``, when the share is 0."""
+    quirks = scenario.quirks
+    if quirks.share <= 0:
+        return [], []
+    candidates = [n for n, node in enumerate(cluster.nodes) if node.name not in quirks.spare]
+    count = min(len(candidates), round(quirks.share * len(cluster.nodes)))
+    kinds = min(quirks.kinds_per_node, len(FLEET_QUIRKS))
+    episodes: list[Episode] = []
+    found: list[Quirk] = []
+    for node in sorted(int(n) for n in rng.choice(candidates, count, replace=False)):
+        for kind in sorted(rng.choice(FLEET_QUIRKS, kinds, replace=False)):
+            gpu = int(rng.integers(0, cluster.gpus_per_node))
+            episodes += _fleet_quirk(str(kind), node, gpu, scenario, cluster, rng)
+            index = "" if kind == "hot_node" else str(gpu)
+            if kind == "noisy_nic":
+                index = f"{cluster.nodes[node].hcas[gpu]}/1"
+            found.append(Quirk(str(kind), cluster.nodes[node].name, index))
+    return episodes, found
+
+
+def _fleet_quirk(
+    kind: str, node: int, gpu: int, scenario: Scenario, cluster: ClusterSpec,
+    rng: np.random.Generator,
+) -> list[Episode]:  # fmt: skip
+    strength, duration = scenario.quirks.strength, scenario.duration_s
+    per_node = cluster.gpus_per_node
+    one = np.array([node * per_node + gpu])
+    if kind == "hot_node":
+        gpus = np.arange(node * per_node, (node + 1) * per_node)
+        return [Episode("gpu", gpus, 0, duration, "temp", float(rng.uniform(3, 6)) * strength)]
+    if kind == "slow_gpu":
+        # 1-3 % slower for ever: a binned-low part, not a failing one.
+        clock = 1 - float(rng.uniform(0.01, 0.03)) * strength
+        return [Episode("gpu", one, 0, duration, "clock", clock),
+                Episode("gpu", one, 0, duration, "compute", 1 / clock)]  # fmt: skip
+    if kind == "noisy_nic":
+        return [Episode("port", one, 0, duration, "symbol_error", 0.1 * strength),
+                Episode("port", one, 0, duration, "rcv_error", 0.02 * strength)]  # fmt: skip
+    starts, ends = _draws(rng, ECC_QUIRK_BURSTS_PER_HOUR * strength, 1, duration, (2, 6))[1:]
+    return [Episode("gpu", one, float(s), float(e), "ecc_corrected", 4.0)
+            for s, e in zip(starts, ends, strict=True)]  # fmt: skip
+
+
+def scheduled_benign(
+    scenario: Scenario, cluster: ClusterSpec
+) -> tuple[list[Episode], list[EventRecord]]:
+    """The scenario's ``[[benign]]`` episodes: job-wide slow phases and a GPU's harmless
+    repeats, placed where the file says (no randomness, no label)."""
+    episodes: list[Episode] = []
+    events: list[EventRecord] = []
+    jobs = {job.name: job for job in cluster.jobs}
+    for item in scenario.benign:
+        end = item.start_s + item.duration_s
+        if item.kind == "congestion":
+            ports = np.unique(jobs[str(item.job)].rank_gpu)
+            episodes.append(Episode("port", ports, item.start_s, end, "xmit_wait", 4e7))
+            episodes.append(Episode("port", ports, item.start_s, end, "comm", item.factor))
+        elif item.kind == "storage_slow":
+            hosts = np.unique(jobs[str(item.job)].rank_node)
+            for effect, value in (("psi_io", 0.3), ("iowait", 0.15), ("compute", item.factor)):
+                episodes.append(Episode("host", hosts, item.start_s, end, effect, value))
+        else:
+            node = cluster.node_index(str(item.node))
+            gpu = np.array([node * cluster.gpus_per_node + item.gpu])
+            for n in range(item.count):
+                at = item.start_s + n * item.every_s
+                if item.kind == "ecc_bursts":
+                    episodes.append(
+                        Episode("gpu", gpu, at, at + item.duration_s, "ecc_corrected", 4.0)
+                    )
+                else:
+                    events.append(_app_xid(scenario, str(item.node), item.gpu, item.code, at))
+    return episodes, events
+
+
+def _app_xid(scenario: Scenario, node: str, gpu: int, code: int, at_s: float) -> EventRecord:
+    # As the NVML event collector reports any XID (faults._xid); 13 and 31 read like this in
+    # the driver's log.
+    message = {13: "Graphics Engine Exception", 31: "MMU Fault", 43: "GPU stopped processing",
+               45: "Preemptive cleanup, due to previous errors"}[code]  # fmt: skip
+    return EventRecord(
+        scenario.start_ns + int(at_s * 1e9),
+        node,
+        "nvml",
+        "xid",
+        {"code": code, "gpu": gpu, "device": pci_bus_id(gpu), "message": f"Xid {code}, {message}"},
+    )

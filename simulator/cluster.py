@@ -109,16 +109,30 @@ def build_cluster(scenario: Scenario) -> ClusterSpec:
         )
         for i in range(scenario.nodes)
     ]
-    free = list(range(scenario.nodes))
-    jobs = []
+    placed = {int(n.split("-")[-1]) - 1 for c in scenario.jobs for n in c.nodes_list}
+    free = [i for i in range(scenario.nodes) if i not in placed]
+    jobs: list[JobSpec] = []
     for config in scenario.jobs:
-        pool = [i for i in free if config.profile in (None, profile_of[i])]
-        if len(pool) < config.nodes:
-            raise ValueError(f"job {config.name}: needs {config.nodes} nodes, {len(pool)} free")
-        taken = pool[: config.nodes]
-        free = [i for i in free if i not in set(taken)]
-        jobs.append(_job(config, taken, gpus, scenario.duration_s))
+        if config.nodes_list:
+            taken = [int(name.split("-")[-1]) - 1 for name in config.nodes_list]
+        else:
+            pool = [i for i in free if config.profile in (None, profile_of[i])]
+            if len(pool) < config.nodes:
+                raise ValueError(f"job {config.name}: needs {config.nodes} nodes, {len(pool)} free")
+            taken = pool[: config.nodes]
+            free = [i for i in free if i not in set(taken)]
+        job = _job(config, taken, gpus, scenario.duration_s)
+        _check_no_overlap(job, jobs)
+        jobs.append(job)
     return ClusterSpec(scenario.cluster_name, nodes, jobs, gpus)
+
+
+def _check_no_overlap(job: JobSpec, earlier: list[JobSpec]) -> None:
+    """A node serves one job at a time: jobs placed by name may share a node only in turn."""
+    for other in earlier:
+        shared = sorted(set(job.nodes) & set(other.nodes))
+        if shared and job.start_s < other.end_s and other.start_s < job.end_s:
+            raise ValueError(f"jobs {other.name} and {job.name} overlap in time on {shared[0]}")
 
 
 def _job(config: JobConfig, node_indices: list[int], gpus: int, duration_s: float) -> JobSpec:

@@ -21,6 +21,10 @@ LEVELS = ("gpu", "host", "port", "nic")
 
 # How concurrent episodes of one effect combine, and the value when none is active.
 MULTIPLY = {"clock", "power", "compute", "comm", "mem_available"}
+# Factors on a nominal value that telemetry reports only where an episode touches them
+# (:meth:`BlockState.touched`): the port's link rate, the NIC's negotiated speed, the GPU's
+# enforced power limit and memory clock, the local disk's throughput.
+MULTIPLY |= {"link_rate", "nic_speed", "power_limit", "mem_clock", "disk_throughput"}
 BITWISE_OR = {"throttle"}
 MINIMUM = {"pcie_gen", "pcie_width", "port_state"}
 NEUTRAL_MINIMUM = 1 << 30  # "no limit" for the MINIMUM effects
@@ -60,6 +64,10 @@ class BlockState:
         """The (seconds, entities) array of ``effect``, or its neutral scalar if untouched."""
         array = self.arrays.get(effect)
         return neutral(effect) if array is None else array
+
+    def touched(self, effect: str) -> bool:
+        """Whether any episode of ``effect`` overlaps the block."""
+        return effect in self.arrays
 
     def array(self, effect: str) -> np.ndarray:
         """Like :meth:`get`, always as a full array."""

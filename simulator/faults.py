@@ -27,9 +27,10 @@ from reflex_localize.simulator.cluster import ClusterSpec, JobSpec
 from reflex_localize.simulator.effects import Episode
 from reflex_localize.simulator.events import EventRecord
 from reflex_localize.simulator.scenario import FaultConfig
+from reflex_localize.simulator.topology import kernel_bus_id, pci_bus_id
 
 # Throttle reason bits (nvmlDeviceGetCurrentClocksEventReasons).
-HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, POWER_BRAKE = 0x8, 0x20, 0x40, 0x80
+SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, POWER_BRAKE = 0x4, 0x8, 0x20, 0x40, 0x80
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class FaultOutput:
     events: list[EventRecord] = field(default_factory=list)
     incidents: list[JobIncident] = field(default_factory=list)
     label: FaultLabel | None = None
+    index: str | None = None  # the label's index, where the component's default does not fit
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def build_fault(config: FaultConfig, number: int, ctx: Context) -> FaultOutput:
     where = _resolve(config, ctx)
     out = FaultOutput()
     builder(where, ctx, out)
-    index = {"gpu": str(where.gpu), "nic": f"{where.hca}/1"}.get(component, "")
+    index = out.index or {"gpu": str(where.gpu), "nic": f"{where.hca}/1"}.get(component, "")
     no_hardware = fault_class == "none" or config.type == "software_crash"
     out.label = FaultLabel(
         fault_id=f"{ctx.scenario}-{number:03d}-{config.type}",
@@ -175,7 +177,7 @@ def _resolve(config: FaultConfig, ctx: Context) -> Where:
     )
 
 
-PORT_FAULTS = {"ib_flapping", "ib_link_down", "pfc_storm"}
+PORT_FAULTS = {"ib_flapping", "ib_link_down", "pfc_storm", "ib_rate_degraded", "ib_link_flap"}
 
 
 def _one(index: int) -> np.ndarray:
@@ -195,12 +197,6 @@ def _xid(where: Where, ctx: Context, at_s: float, code: int, message: str) -> Ev
         "xid",
         {"code": code, "gpu": where.gpu, "device": pci_bus_id(where.gpu), "message": message},
     )
-
-
-def pci_bus_id(gpu: int) -> str:
-    # The bus numbers of an 8-GPU HGX baseboard.
-    bus = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)[gpu % 8]
-    return f"00000000:{bus:02X}:00.0"
 
 
 def _crash(where: Where, ctx: Context, out: FaultOutput, at_s: float, reason: str) -> None:
@@ -294,10 +290,11 @@ def _pcie_downgrade(where: Where, ctx: Context, out: FaultOutput) -> None:
 @fault("ib_flapping", "implicit", "nic")
 def _ib_flapping(where: Where, ctx: Context, out: FaultOutput) -> None:
     port = _one(where.port_global)
-    _persist(
-        out, "port", port, where, symbol_error=where.p("symbol_rate", 40.0), rcv_error=3.0,
-        comm=where.p("comm", 1.8),
-    )  # fmt: skip
+    _persist(out, "port", port, where, symbol_error=where.p("symbol_rate", 40.0), rcv_error=3.0)
+    if where.params.get("ring_paced", False):  # opt-in: the library keeps the older model
+        _rail_paced(out, where, where.onset_s, where.end_s, where.p("comm", 1.8))
+    else:
+        _persist(out, "port", port, where, comm=where.p("comm", 1.8))
     every = where.p("flap_every_s", 20.0)
     for t in np.arange(where.onset_s, where.end_s, every):
         jitter = float(ctx.rng.uniform(0, every / 2))
@@ -492,6 +489,252 @@ def _seqlen_imbalance(where: Where, ctx: Context, out: FaultOutput) -> None:
     out.incidents.append(JobIncident("seq_noise", where.job.name, where.onset_s, value=sigma))
 
 
+# ---- faults that show only in fields read rarely (issue 16: rate, speed, limits, disks) ------
+
+# Share of a rank's communication time bound by its rail's bandwidth: large gradient
+# all-reduces run at the pace of the slowest link of the ring (NCCL ring time ~ 2(n-1)/n * S/B),
+# the rest is NVLink, latency and launch overhead that a slow HCA does not touch.
+RAIL_BOUND_SHARE = 0.8
+
+
+def _rail_slowdown(rate_ratio: float) -> float:
+    return 1 + RAIL_BOUND_SHARE * (1 / rate_ratio - 1)
+
+
+@fault("ib_rate_degraded", "implicit", "nic")
+def _ib_rate_degraded(where: Where, ctx: Context, out: FaultOutput) -> None:
+    # The port retrained at a lower width or speed (4X NDR 400 -> 200 Gb/s: a bad lane in a
+    # cable or transceiver). It stays Active and no error counter moves; only ports/1/rate,
+    # the rank's slower communication and its ring neighbour's waiting show it.
+    ratio = where.p("rate_ratio", 0.5)
+    _persist(out, "port", _one(where.port_global), where, link_rate=ratio)
+    _rail_paced(out, where, where.onset_s, where.end_s, where.p("comm", _rail_slowdown(ratio)))
+    _sender_waits(where, ctx, out)
+
+
+def _rail_paced(out: FaultOutput, where: Where, start_s: float, end_s: float, comm: float) -> None:
+    """The rank behind a slow rail communicates slower, and its ring moves at that pace: every
+    port of the ring carries the same bytes per step, so the slow port's byte counters do not
+    stand out from its peers'. The slowdown goes on the rank's communication (the GPU served by
+    the rail shares its index), not on the port, whose own ``comm`` would thin its traffic alone."""
+    out.episodes.append(Episode("gpu", _one(where.port_global), start_s, end_s, "comm", comm))
+
+
+@fault("ib_link_flap", "implicit", "nic")
+def _ib_link_flap(where: Where, ctx: Context, out: FaultOutput) -> None:
+    # The link drops for a few seconds and comes back, again and again; NCCL's IB retries
+    # (NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT) ride each drop out, but the ring stalls meanwhile.
+    port = _one(where.port_global)
+    every, down = where.p("flap_every_s", 90.0), where.p("down_s", 4.0)
+    stall = where.p("stall_comm", 3.0)
+    lead = where.job.config.step_s if where.job is not None else 5.0
+    _persist(out, "port", port, where, symbol_error=where.p("symbol_rate", 4.0))
+    device = f"{where.hca}/1"
+    for t in np.arange(where.onset_s, where.end_s, every):
+        start = float(t + ctx.rng.uniform(0, every / 3))
+        if start >= where.end_s:
+            break
+        out.episodes += [
+            Episode("port", port, start, start + down, "port_state", 1),
+            Episode("port", port, start, start + 1, "downed", 1),
+            Episode("port", port, start + down, start + down + 1, "recovery", 1),
+        ]
+        # The step model reads a step's slowdown at its start: every step under way during
+        # the drop started at most one step before it.
+        _rail_paced(out, where, start - lead, start + down + 1, stall)
+        out.events += [
+            _link_event(where, ctx, start, "link_down", device, "link down (phys state Polling)"),
+            _link_event(where, ctx, start + down, "link_up", device, "link up"),
+        ]
+    _sender_waits(where, ctx, out)
+
+
+def _link_event(where: Where, ctx: Context, at_s: float, kind: str, device: str, text: str):
+    message = f"{where.hca}: port 1 {text}"
+    return EventRecord(
+        ctx.start_ns + int(at_s * 1e9),
+        where.node_name,
+        "kmsg",
+        kind,
+        {"device": device, "message": message},
+    )
+
+
+def _sender_waits(where: Where, ctx: Context, out: FaultOutput) -> None:
+    """The port that sends into the slow one waits for credits: InfiniBand flow control stops
+    the sender when the receiver's link drains slower, so ``port_xmit_wait`` climbs on the
+    ring neighbour upstream (same rail, previous data-parallel replica of the same stage; the
+    previous pipeline stage when there is one replica), not on the slow port itself."""
+    job = where.job
+    if job is None or len(job.nodes) < 2 or where.node_name not in job.nodes:
+        return
+    k = job.nodes.index(where.node_name)
+    stage, replica = divmod(k, job.dp)
+    if job.dp > 1:
+        sender = stage * job.dp + (replica - 1) % job.dp
+    else:
+        sender = stage - 1 if stage > 0 else stage + 1
+    node = ctx.cluster.node_index(job.nodes[sender])
+    port = node * ctx.cluster.gpus_per_node + where.port_global % ctx.cluster.gpus_per_node
+    _persist(out, "port", _one(port), where, xmit_wait=where.p("sender_wait", 3e7))
+
+
+@fault("nic_speed_degraded", "implicit", "nic")
+def _nic_speed_degraded(where: Where, ctx: Context, out: FaultOutput) -> None:
+    # The node's Ethernet link negotiated below its rated speed (25 -> 10 Gb/s: a cable, a
+    # transceiver, a switch port): operstate up, no error, only speed_mbps is low. Dataloader
+    # and storage traffic squeeze through it, so the node's ranks wait a little for data.
+    node = _one(where.node)
+    _persist(out, "nic", node, where, nic_speed=where.p("speed_ratio", 0.4))
+    _persist(out, "host", node, where, compute=where.p("compute", 1.06))
+    out.index = "eth0"
+
+
+@fault("power_cap", "implicit", "gpu")
+def _power_cap(where: Where, ctx: Context, out: FaultOutput) -> None:
+    # An enforced power limit set below the board's default (nvidia-smi -pl, a management
+    # policy left behind): the driver holds the clocks down under the software power cap.
+    clock = where.p("clock", 0.8)
+    _persist(
+        out,
+        "gpu",
+        _one(where.gpu_global),
+        where,
+        power_limit=where.p("limit_ratio", 0.64),
+        throttle=SW_POWER_CAP,
+        clock=clock,
+        compute=where.p("compute", clock**-0.9),
+    )
+
+
+@fault("hbm_clock_low", "implicit", "gpu")
+def _hbm_clock_low(where: Where, ctx: Context, out: FaultOutput) -> None:
+    # The memory clock is stuck in a lower P-state (2619 -> 1593 MHz on an H100) with no
+    # throttle reason: memory-bound kernels (attention, norms, the optimizer) run slower.
+    _persist(
+        out,
+        "gpu",
+        _one(where.gpu_global),
+        where,
+        mem_clock=where.p("mem_clock_ratio", 0.61),
+        compute=where.p("compute", 1.05),
+    )
+
+
+@fault("local_disk_slow", "implicit", "host")
+def _local_disk_slow(where: Where, ctx: Context, out: FaultOutput) -> None:
+    # A failing local NVMe (worn, thermally throttled, a bad PCIe link): the device is busy
+    # almost all the time for a fraction of its usual throughput, and the data loader reading
+    # its shards from it keeps the node's ranks waiting.
+    _persist(
+        out,
+        "host",
+        _one(where.node),
+        where,
+        disk_busy=where.p("busy", 0.9),
+        disk_throughput=where.p("throughput_ratio", 0.15),
+        psi_io=where.p("psi_io", 0.12),
+        iowait=0.02,
+        compute=where.p("compute", 1.12),
+    )
+
+
+# ---- one GPU, two sources: the kernel log and NVML (issue 16: PCI id vs GPU index) -----------
+
+KERNEL_XID_TEXT = {
+    79: "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+    48: "pid={pid}, name=python, An uncorrectable double bit error (DBE) has been detected on "
+    "GPU in the framebuffer at partition 6, subpartition 0.",
+    74: "pid={pid}, name=python, NVLink: fatal error detected on link 3(0x0, 0x0, 0x10000, "
+    "0x0, 0x0, 0x0, 0x0)",
+    13: "pid={pid}, name=python, Graphics SM Warp Exception on (GPC 1, TPC 2, SM 0): Out Of "
+    "Range Address",
+}
+NVML_XID_TEXT = {
+    79: "GPU has fallen off the bus",
+    48: "DBE (double bit error)",
+    74: "NVLink: fatal error detected",
+    13: "Graphics engine exception",
+}
+
+
+CRASH_REASON = {
+    79: "CUDA error: unspecified launch failure",
+    48: "CUDA error: uncorrectable ECC error encountered",
+    74: "NCCL error: unhandled system error (NVLink)",
+}
+
+
+@fault("xid_kmsg_and_nvml", "explicit", "gpu")
+def _xid_kmsg_and_nvml(where: Where, ctx: Context, out: FaultOutput) -> None:
+    code = int(where.p("code", 79))
+    if code not in KERNEL_XID_TEXT:
+        raise ValueError(f"xid_kmsg_and_nvml: code {code} is not one of {sorted(KERNEL_XID_TEXT)}")
+    given = where.params.get("sources", ("kmsg", "nvml"))
+    sources = (given,) if isinstance(given, str) else tuple(given)
+    if not sources or set(sources) - {"kmsg", "nvml"}:
+        raise ValueError(f"xid_kmsg_and_nvml: sources {sources!r}: name kmsg and/or nvml")
+    gpu, t = _one(where.gpu_global), where.onset_s
+    if code == 74:  # NVLink CRC errors build up before the fatal error
+        t += where.p("ramp_s", 90.0)
+        out.episodes += [
+            Episode("gpu", gpu, where.onset_s, t, "nvlink_crc", 200.0, ramp=True),
+            Episode("gpu", gpu, t, where.end_s, "nvlink_down", 2),
+        ]
+    if code == 48:
+        out.episodes += [
+            Episode("gpu", gpu, t, t + 1, "ecc_uncorrected", 1),
+            Episode("gpu", gpu, t, where.end_s, "remap_pending", 1),
+        ]
+    # XID 13 is application class: it repeats on the one GPU and the job lives on.
+    count = int(where.p("count", 4)) if code == 13 else 1
+    for n in range(count):
+        at = t + n * where.p("every_s", 120.0)
+        if at >= where.end_s:
+            break
+        out.events += _two_source_xid(where, ctx, at, code, sources)
+    if code == 79:
+        out.episodes.append(Episode("gpu", gpu, t, where.end_s, "lost", 1))
+        if "nvml" in sources:  # the agent's next NVML read answers GpuIsLost
+            lost: dict[str, int | str] = {
+                "gpu": where.gpu,
+                "device": pci_bus_id(where.gpu),
+                "message": "NVML: GPU is lost",
+            }
+            out.events.append(
+                EventRecord(
+                    ctx.start_ns + int((t + 1.0) * 1e9), where.node_name, "nvml", "gpu_lost", lost
+                )
+            )
+    if code in CRASH_REASON:
+        _crash(where, ctx, out, t, CRASH_REASON[code])
+
+
+def _two_source_xid(
+    where: Where, ctx: Context, at_s: float, code: int, sources: tuple[str, ...]
+) -> list[EventRecord]:
+    """The driver logs the XID to the kernel ring buffer first, naming the GPU by its PCI
+    address only; NVML's event (with the index) reaches the agent's listener a moment later."""
+    events = []
+    if "kmsg" in sources:
+        bus = kernel_bus_id(where.gpu)
+        text = KERNEL_XID_TEXT[code].format(pid=4242 + where.gpu)
+        message = f"NVRM: Xid (PCI:{bus}): {code}, {text}"
+        events.append(
+            EventRecord(
+                ctx.start_ns + int(at_s * 1e9),
+                where.node_name,
+                "kmsg",
+                "xid",
+                {"code": code, "device": bus, "message": message},
+            )
+        )
+    if "nvml" in sources:
+        delay = where.p("nvml_delay_s", 0.2)
+        events.append(_xid(where, ctx, at_s + delay, code, f"Xid {code}, {NVML_XID_TEXT[code]}"))
+    return events
+
+
 DESCRIPTIONS = {
     "xid48": "double-bit ECC error (XID 48) kills the rank; NCCL timeouts cascade",
     "xid94": "contained ECC error (XID 94) kills the rank; NCCL timeouts cascade",
@@ -517,4 +760,15 @@ DESCRIPTIONS = {
     "that together slow the job",
     "pipeline_imbalance": "the last pipeline stage becomes heavier: slower job, no hardware fault",
     "seqlen_imbalance": "sequence lengths vary more: noisier, slower steps, no hardware fault",
+    "ib_rate_degraded": "an IB port trains down (e.g. 400 -> 200 Gb/s); its rank's comm slows, "
+    "its ring neighbour waits",
+    "ib_link_flap": "an IB port drops for seconds and comes back, again and again; the ring stalls",
+    "nic_speed_degraded": "a node's Ethernet link negotiates below its rated speed; its data "
+    "loading slows",
+    "power_cap": "a GPU's enforced power limit is set below its default: power-cap throttle, "
+    "lower clocks",
+    "hbm_clock_low": "a GPU's memory clock is stuck below its maximum; compute slows a few %",
+    "local_disk_slow": "a node's local disk is busy at a fraction of its throughput; its data "
+    "loading slows",
+    "xid_kmsg_and_nvml": "one XID reported by the kernel log (PCI id only) and by NVML (GPU index)",
 }

@@ -16,8 +16,9 @@ import numpy as np
 
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.simulator.cluster import ClusterSpec
-from reflex_localize.simulator.faults import pci_bus_id
+from reflex_localize.simulator.effects import BlockState
 from reflex_localize.simulator.telemetry import BlockInput, Counters, frame, noise, tag
+from reflex_localize.simulator.topology import GpuTopology, pci_bus_id
 
 NVLINK_EVERY_S = 10  # reading every link's counters is expensive; real collectors do it rarely
 IDLE_CLOCK_RATIO = 0.25
@@ -37,7 +38,12 @@ DRIVER_VERSION = "550.90.07"
 
 
 class GpuTelemetry:
-    def __init__(self, cluster: ClusterSpec, seed: int) -> None:
+    """``info = False``: the agent never writes ``gpu_info`` (an NVML identity read that failed,
+    an older agent). ``topology``: it writes ``gpu_topology`` at start and then rarely."""
+
+    def __init__(
+        self, cluster: ClusterSpec, seed: int, *, info: bool = True, topology: bool = False
+    ) -> None:
         rng = np.random.default_rng([seed, 101])
         per_node = cluster.profiles()
         gpus = cluster.gpus_per_node
@@ -80,6 +86,8 @@ class GpuTelemetry:
         self.counters = Counters()
         self.unread_link_errors = np.zeros((2, self.count))  # CRC and replay since last read
         self.uuid_seed = seed
+        self.info = info
+        self.topology = GpuTopology(cluster) if topology else None
 
     def info_frame(self, time_ns: int) -> Frame:
         names = [
@@ -98,7 +106,8 @@ class GpuTelemetry:
             "name": tag(["NVIDIA " + n for n in names]),
             "driver_version": tag([DRIVER_VERSION] * self.count),
         }
-        return Frame("gpu_info", np.full(self.count, time_ns, np.int64), dict(self.tags), fields)
+        rows = Frame("gpu_info", np.full(self.count, time_ns, np.int64), dict(self.tags), fields)
+        return rows if self.info else rows.take(np.zeros(self.count, dtype=bool))
 
     def frames(self, block: BlockInput) -> list[Frame]:
         fields, present = self._gpu_fields(block)
@@ -114,6 +123,10 @@ class GpuTelemetry:
             sliced = {name: values[:, columns] for name, values in group.items()}
             frames.append(frame("gpu", block, tags, sliced, present[:, columns]))
         frames.extend(self._nvlink_frames(block, present))
+        if self.topology is not None:
+            due = self.topology.due(block.first_s, block.seconds)
+            if due is not None:
+                frames.append(self.topology.frame(int(block.times_ns[due - block.first_s])))
         return frames
 
     def _gpu_fields(self, block: BlockInput) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -126,7 +139,11 @@ class GpuTelemetry:
         power = idle_power + (0.82 * self.power_limit - idle_power) * block.util * state.get(
             "power"
         )
-        power = np.clip(power * (1 + noise(rng, shape, 0.015)), 0.6 * idle_power, self.power_limit)
+        limit = self._enforced_power_limit(state)
+        power = np.clip(power * (1 + noise(rng, shape, 0.015)), 0.6 * idle_power, limit)
+        if state.touched("power_limit"):  # a capped GPU hovers just under its limit
+            held = power >= limit
+            power = np.where(held, limit * (1 - np.abs(noise(rng, shape, 0.005))), power)
         temp = self.temp_base + 45.0 * power / self.power_limit + state.get("temp")
         temp = temp + noise(rng, shape, 0.3)
         util = np.where(block.util > 0, block.util + noise(rng, shape, 0.01), 0.0)
@@ -142,10 +159,10 @@ class GpuTelemetry:
             "memory_total_bytes": np.broadcast_to(self.mem_total, shape),
             "sm_clock_mhz": sm_clock.astype(np.int64),
             "sm_clock_max_mhz": np.broadcast_to(self.clock_max.astype(np.int64), shape),
-            "memory_clock_mhz": np.broadcast_to(self.mem_clock_max.astype(np.int64), shape),
+            "memory_clock_mhz": np.broadcast_to(self._memory_clock(state), shape),
             "memory_clock_max_mhz": np.broadcast_to(self.mem_clock_max.astype(np.int64), shape),
             "power_watts": np.round(power, 2),
-            "power_limit_watts": np.broadcast_to(self.power_limit, shape),
+            "power_limit_watts": np.broadcast_to(limit, shape),
             "temperature_celsius": np.round(temp, 1),
             "temperature_slowdown_celsius": np.broadcast_to(self.slowdown, shape),
             "memory_temperature_celsius": np.round(temp + 5.0 + noise(rng, shape, 0.3), 1),
@@ -165,6 +182,18 @@ class GpuTelemetry:
         }
         present = state.array("lost") <= 0
         return {k: np.broadcast_to(v, shape) for k, v in fields.items()}, present
+
+    def _enforced_power_limit(self, state: BlockState) -> np.ndarray:
+        """The profile's default limit, or a lower one an operator or a policy enforced."""
+        if not state.touched("power_limit"):
+            return self.power_limit
+        return np.round(self.power_limit * state.array("power_limit"), 0)
+
+    def _memory_clock(self, state: BlockState) -> np.ndarray:
+        """HBM runs at its maximum clock under load unless stuck in a lower P-state."""
+        if not state.touched("mem_clock"):
+            return self.mem_clock_max.astype(np.int64)
+        return np.round(self.mem_clock_max * state.array("mem_clock")).astype(np.int64)
 
     def _memory_repair(self, block: BlockInput) -> dict[str, np.ndarray]:
         """Spare-row use, whichever way the GPU reports it (remapped rows or retired pages)."""

@@ -1,4 +1,5 @@
-"""Host telemetry as /proc shows it: CPU shares, memory, load averages and pressure stalls.
+"""Host telemetry as /proc shows it: CPU shares, memory, load averages and pressure stalls;
+with ``disks``, the local NVMe's ``host_disk`` counters from /proc/diskstats.
 
 Load averages are exponentially damped like the kernel's, so they carry state from block to
 block; everything else is a per-second sample.
@@ -15,16 +16,26 @@ import numpy as np
 
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.simulator.cluster import ClusterSpec
-from reflex_localize.simulator.telemetry import BlockInput, frame, noise, ratio, tag
+from reflex_localize.simulator.telemetry import BlockInput, Counters, frame, noise, ratio, tag
 
 MEMORY_TOTAL_BYTES = 2 * 1024**4
 LOAD_WINDOWS_S = (60.0, 300.0, 900.0)
+DISK = "nvme0n1"  # the local scratch NVMe that caches dataset shards and stages checkpoints
+DISK_READ_BYTES_S = 1.5e8  # data loading from the local shard cache while training
+DISK_WRITE_BYTES_S = 1.5e9  # checkpoint staging
 
 
 class HostTelemetry:
     cpus = 192
 
-    def __init__(self, cluster: ClusterSpec) -> None:
+    def __init__(self, cluster: ClusterSpec, *, disks: bool = False) -> None:
+        self.disks = disks
+        self.disk_counters = Counters()
+        self.disk_tags = {
+            "cluster": tag([cluster.name] * len(cluster.nodes)),
+            "node": tag([n.name for n in cluster.nodes]),
+            "device": tag([DISK] * len(cluster.nodes)),
+        }
         self.nodes = len(cluster.nodes)
         self.gpus = cluster.gpus_per_node
         self.tags = {
@@ -66,11 +77,29 @@ class HostTelemetry:
                 0.001 + state.get("psi_io_full") + 0.1 * ckpt + jitter(0.002)
             ),
         }
-        return [
-            frame(
-                "host", block, self.tags, {k: np.broadcast_to(v, shape) for k, v in fields.items()}
-            )
-        ]
+        host = frame(
+            "host", block, self.tags, {k: np.broadcast_to(v, shape) for k, v in fields.items()}
+        )
+        return [host, self._disk_frame(block, busy)] if self.disks else [host]
+
+    def _disk_frame(self, block: BlockInput, busy: np.ndarray) -> Frame:
+        """Reads follow training, writes follow checkpoints; a failing disk is busy most of
+        every second for a fraction of its throughput (``disk_busy``, ``disk_throughput``)."""
+        rng, state, ckpt = block.rng, block.host, block.checkpointing
+        shape = (block.seconds, self.nodes)
+        speed = state.get("disk_throughput")
+        jitter = 1 + np.abs(noise(rng, shape, 0.1))
+        read = DISK_READ_BYTES_S * busy * speed * jitter
+        written = DISK_WRITE_BYTES_S * ckpt * speed * jitter
+        busy_share = np.clip(0.02 + 0.08 * busy + 0.6 * ckpt + state.get("disk_busy"), 0, 1)
+        add = self.disk_counters.add
+        io_ms = add("io_ms", busy_share * 1000, rng, poisson=False)
+        fields = {
+            "read_bytes": add("read", read, rng, poisson=False),
+            "written_bytes": add("written", written, rng, poisson=False),
+            "io_time_seconds": io_ms / 1000.0,  # /proc/diskstats counts milliseconds
+        }
+        return frame("host_disk", block, self.disk_tags, fields)
 
     def _loads(self, runnable: np.ndarray) -> dict[str, np.ndarray]:
         """The kernel's damped averages of runnable tasks, updated every second."""

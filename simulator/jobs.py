@@ -161,6 +161,7 @@ class JobRuntime:
             "comm_seconds": step_time - pause - compute,
             "tokens_per_second": TOKENS_PER_RANK_STEP * replica_cost / step_time,
             "loss": self._loss(t, rng),
+            "checkpoint_seconds": np.full(self.world, pause),
         }
 
     def _loss(self, t: float, rng: np.random.Generator) -> np.ndarray:
@@ -179,8 +180,10 @@ class JobRuntime:
         return loss
 
     def _frame(self, ready: list[dict[str, np.ndarray]]) -> Frame:
-        columns = ("step", "step_time_seconds", "compute_seconds", "comm_seconds",
-                   "tokens_per_second", "loss")  # fmt: skip
+        columns: tuple[str, ...] = ("step", "step_time_seconds", "compute_seconds",
+                                    "comm_seconds", "tokens_per_second", "loss")  # fmt: skip
+        if self.job.config.checkpoint_marked:  # the hook times its checkpoint section
+            columns += ("checkpoint_seconds",)
         fields = {name: np.concatenate([r[name] for r in ready]) for name in columns}
         for name in columns[1:]:
             fields[name] = np.round(fields[name], 6)

@@ -15,11 +15,13 @@ import numpy as np
 
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.simulator.cluster import IB_RATE_GBPS, ClusterSpec
+from reflex_localize.simulator.effects import BlockState
 from reflex_localize.simulator.telemetry import BlockInput, Counters, frame, noise, tag
 
 PORT_ACTIVE, PORT_DOWN = 4, 1
 PHYS_LINK_UP, PHYS_POLLING = 5, 2
 NIC_SPEED_MBPS = 25000
+LINE_EFFICIENCY = 0.94  # TCP payload over Ethernet line rate
 
 
 class NetworkTelemetry:
@@ -35,7 +37,8 @@ class NetworkTelemetry:
         self.port_tags = {
             "cluster": tag([cluster.name] * self.ports),
             "node": tag([nodes[n].name for n in node_of_port]),
-            "hca": tag([f"mlx5_{i}" for i in np.tile(np.arange(gpus), len(nodes))]),
+            # Each GPU's rail, by the name its node gives it (cluster.NodeSpec.hcas).
+            "hca": tag([nodes[n].hcas[i % gpus] for i, n in enumerate(node_of_port)]),
             "port": tag(["1"] * self.ports),
             "link_layer": tag([nodes[n].link_layer for n in node_of_port]),
         }
@@ -78,7 +81,7 @@ class NetworkTelemetry:
         return {
             "state": np.where(up, PORT_ACTIVE, PORT_DOWN).astype(np.int64),
             "phys_state": np.where(up, PHYS_LINK_UP, PHYS_POLLING).astype(np.int64),
-            "rate_gbps": np.broadcast_to(self.rate_gbps, shape),
+            "rate_gbps": self._rate(state, shape),
             "symbol_error": symbol,
             "link_error_recovery": add("recovery", state.array("recovery"), rng, poisson=False),
             "link_downed": add("downed", state.array("downed"), rng, poisson=False),
@@ -96,16 +99,26 @@ class NetworkTelemetry:
             "pfc_tx_pause_frames": add("pfc_tx", congestion * 5 + state.array("pfc_tx"), rng),
         }
 
+    def _rate(self, state: BlockState, shape: tuple[int, int]) -> np.ndarray:
+        """The rate the port trained at: its generation's, unless it trained down."""
+        if not state.touched("link_rate"):
+            return np.broadcast_to(self.rate_gbps, shape)
+        return np.round(self.rate_gbps * state.array("link_rate"), 1)
+
     def _nic_fields(self, block: BlockInput) -> dict[str, np.ndarray]:
         rng, state = block.rng, block.nic
         shape = (block.seconds, self.node_count)
         # Storage and dataloader traffic; checkpoints push a burst out.
         out_rate = 4e7 + 6e8 * block.checkpointing
         rate = np.broadcast_to(out_rate * (1 + np.abs(noise(rng, shape, 0.1))), shape)
+        speed = np.full(shape, NIC_SPEED_MBPS, dtype=np.int64)
+        if state.touched("nic_speed"):  # negotiated down: traffic squeezes under the new speed
+            speed = np.round(NIC_SPEED_MBPS * state.array("nic_speed")).astype(np.int64)
+            rate = np.minimum(rate, speed * 1e6 / 8 * LINE_EFFICIENCY)
         add = self.counters.add
         return {
             "up": np.ones(shape, dtype=bool),
-            "speed_mbps": np.full(shape, NIC_SPEED_MBPS, dtype=np.int64),
+            "speed_mbps": speed,
             "rx_bytes": add("nic_rx", rate * 0.5, rng, poisson=False, start=self.nic_start[0]),
             "tx_bytes": add("nic_tx", rate, rng, poisson=False, start=self.nic_start[1]),
             "rx_packets": add("nic_rxp", rate * 0.5 / 1500, rng, poisson=False),

@@ -51,6 +51,12 @@ class Quirks:
     # Scales every quirk's offset: real fleets have parts that run far off their peers for
     # years without being faulty, which is what an entity's own baseline is for.
     strength: float = 1.0
+    # A quirky fleet: this share of the nodes (drawn per seed, never the ``spare`` ones) each
+    # carry ``kinds_per_node`` of the persistent quirks in ``background.FLEET_QUIRKS`` (hot,
+    # 1-3 % slow GPU, noisy NIC counters, corrected-ECC bursts). 0 leaves the fleet as above.
+    share: float = 0.0
+    kinds_per_node: int = 2
+    spare: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,11 @@ class JobConfig:
     # job_membership fields the training hook does not know and leaves out ("gpu", "profile"):
     # a hook that is not told its device index or the hardware model simply omits them.
     membership_omits: tuple[str, ...] = ()
+    # The hook marks its checkpoint section: train_step carries checkpoint_seconds.
+    checkpoint_marked: bool = False
+    # Explicit placement by node name; a node may serve jobs whose time spans do not overlap
+    # (a node that moves from one job to the next). Empty: the next free nodes, as before.
+    nodes_list: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,46 @@ class FaultConfig:
 
 
 @dataclass(frozen=True)
+class BenignEpisode:
+    """A scheduled episode that is not a fault and has no label (``[[benign]]``):
+
+    * ``congestion``: every port of ``job`` waits (``xmit_wait``) and its ranks' communication
+      slows by ``factor`` (a PFC/ECN episode on the shared fabric);
+    * ``storage_slow``: every host of ``job`` waits on IO and computes ``factor`` slower (a slow
+      shared-filesystem phase for the data loader);
+    * ``app_xid``: XID ``code`` (13, 31, 43 or 45: application-class) on ``node`` GPU ``gpu``,
+      ``count`` times, ``every_s`` apart;
+    * ``ecc_bursts``: corrected-ECC bursts of ``duration_s`` on ``node`` GPU ``gpu``, ``count``
+      times, ``every_s`` apart (errors that come and go, each burst within normal background).
+    """
+
+    kind: str
+    start_s: float
+    duration_s: float = 60.0
+    job: str | None = None
+    node: str | None = None
+    gpu: int = 0
+    factor: float = 1.3
+    code: int = 13
+    count: int = 1
+    every_s: float = 60.0
+
+
+BENIGN_KINDS = {"congestion": "job", "storage_slow": "job", "app_xid": "node",
+                "ecc_bursts": "node"}  # fmt: skip
+APPLICATION_XIDS = {13, 31, 43, 45}
+
+
+@dataclass(frozen=True)
+class EvaluationSection:
+    """``[evaluation]``: this scenario is the paired control of ``control_of`` (the same job
+    ``measured_job`` without the history before it), for ``reflex eval``'s moving-node table."""
+
+    control_of: str = ""
+    measured_job: str = ""
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     description: str
@@ -113,6 +164,8 @@ class Scenario:
     # running, ("all",) for a cluster with the training hook only; the hook's train_step,
     # job_membership and training events still come from every node.
     agent_down: tuple[str, ...] = ()
+    benign: tuple[BenignEpisode, ...] = ()
+    evaluation: EvaluationSection = field(default_factory=EvaluationSection)
 
 
 class ScenarioError(ValueError):
@@ -127,8 +180,8 @@ def scenario_names() -> list[str]:
 def family_names() -> list[str]:
     """Names of the evaluation families (folders of ``scenarios/families``).
 
-    >>> family_names()
-    ['launch_straggler', 'partial_deployment', 'small_group', 'static_imbalance']
+    >>> {"launch_straggler", "moving_node", "quirky_fleet"} <= set(family_names())
+    True
     """
     return sorted(path.name for path in FAMILIES.iterdir() if any(path.glob("*.toml")))
 
@@ -158,7 +211,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
 # Every key a scenario file may hold at its top level, and in its [cluster] table.
 _TOP_KEYS = frozenset(
     {"name", "description", "duration_s", "start_ns", "cluster", "job", "fault", "background",
-     "quirks", "mixture", "telemetry"}
+     "quirks", "mixture", "telemetry", "benign", "evaluation"}
 )  # fmt: skip
 
 
@@ -241,9 +294,17 @@ def _parse_scenario(raw: dict[str, Any], default_name: str, where: str) -> Scena
         cluster_name=cluster_section.name,
         start_ns=int(raw.get("start_ns", DEFAULT_START_NS)),
         agent_down=_agent_down(raw.get("telemetry", {})),
+        benign=tuple(
+            section_as(entry, BenignEpisode, where=f"{where}: [[benign]] #{n + 1}")
+            for n, entry in enumerate(raw.get("benign", []))
+        ),
+        evaluation=section_as(
+            raw.get("evaluation", {}), EvaluationSection, where=f"{where}: [evaluation]"
+        ),
     )
     _check_jobs_fit(scenario)
     _check_faults(scenario, where)
+    _check_benign(scenario, where)
     return scenario
 
 
@@ -298,11 +359,39 @@ def _check_faults(scenario: Scenario, where: str) -> None:
             )
 
 
+def _check_benign(scenario: Scenario, where: str) -> None:
+    jobs = {job.name for job in scenario.jobs}
+    for n, episode in enumerate(scenario.benign):
+        at = f"{where}: [[benign]] #{n + 1}"
+        needs = BENIGN_KINDS.get(episode.kind)
+        if needs is None:
+            raise ScenarioError(f"{at}.kind: {episode.kind!r} is not one of {sorted(BENIGN_KINDS)}")
+        if needs == "job" and episode.job not in jobs:
+            raise ScenarioError(f"{at}.job: no job {episode.job!r} (jobs: {sorted(jobs)})")
+        if needs == "node" and not _is_node(episode.node, scenario.nodes):
+            raise ScenarioError(f"{at}.node: {episode.node!r} is not a node of the cluster")
+        if episode.kind == "app_xid" and episode.code not in APPLICATION_XIDS:
+            raise ScenarioError(f"{at}.code: {episode.code} is not in {sorted(APPLICATION_XIDS)}")
+        if not 0 <= episode.gpu < scenario.gpus_per_node or episode.count < 1:
+            raise ScenarioError(f"{at}: gpu out of range or count below 1")
+
+
+def _is_node(name: str | None, nodes: int) -> bool:
+    prefix, _, number = (name or "").rpartition("-")
+    return prefix == "node" and number.isdigit() and 1 <= int(number) <= nodes
+
+
 def _check_jobs_fit(scenario: Scenario) -> None:
-    needed = sum(job.nodes for job in scenario.jobs)
+    placed = {name for job in scenario.jobs for name in job.nodes_list}
+    needed = sum(job.nodes for job in scenario.jobs if not job.nodes_list) + len(placed)
     if needed > scenario.nodes:
         raise ValueError(f"jobs need {needed} nodes, the cluster has {scenario.nodes}")
     for job in scenario.jobs:
+        if job.nodes_list and (
+            len(job.nodes_list) != job.nodes
+            or not all(_is_node(name, scenario.nodes) for name in job.nodes_list)
+        ):
+            raise ValueError(f"job {job.name}: nodes_list must name {job.nodes} cluster nodes")
         gpus = job.nodes * scenario.gpus_per_node
         if gpus % (job.tp * job.pp):
             raise ValueError(f"job {job.name}: {gpus} GPUs do not divide into tp*pp")
@@ -328,6 +417,8 @@ def scale_scenario(scenario: Scenario, gpus: int) -> Scenario:
 
 
 def _scaled_job(job: JobConfig, factor: float, gpus_per_node: int) -> JobConfig:
+    if job.nodes_list:  # placed by name: the scenario's own layout, not a size to scale
+        return job
     # Keep whole pipeline replicas: scale the data-parallel degree, never pp or tp.
     nodes_per_replica = max(1, job.pp * job.tp // gpus_per_node)
     replicas = max(1, int(job.nodes * factor) // nodes_per_replica)

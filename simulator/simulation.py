@@ -26,7 +26,9 @@ from reflex_localize.simulator.background import (
     Quirk,
     background_episodes,
     background_events,
+    fleet_quirk_episodes,
     quirk_episodes,
+    scheduled_benign,
 )
 from reflex_localize.simulator.cascade import JobIncident
 from reflex_localize.simulator.cluster import ClusterSpec, build_cluster
@@ -61,19 +63,30 @@ class Simulation:
         episodes = background_episodes(scenario, self.cluster, schedule)
         quirk_eps, self.quirks = quirk_episodes(scenario, self.cluster, schedule)
         episodes += quirk_eps
+        fleet_eps, fleet_quirks = fleet_quirk_episodes(scenario, self.cluster, schedule)
+        episodes += fleet_eps
+        self.quirks += fleet_quirks
+        scheduled_eps, scheduled_events = scheduled_benign(scenario, self.cluster)
+        episodes += scheduled_eps
         self.background_episodes = list(episodes)
         events: list[EventRecord] = background_events(scenario, self.cluster, schedule)
+        events += scheduled_events
         incidents: list[JobIncident] = []
         self.truth: list[FaultLabel] = []
         ctx = Context(self.cluster, schedule, self.duration_s, self.start_ns, scenario.name)
         faults = list(scenario.faults) + mixture_faults(scenario, self.cluster, schedule)
+        pieces: dict[str, list[FaultLabel]] = {}
         for number, config in enumerate(faults, 1):
             out = build_fault(config, number, ctx)
             episodes += out.episodes
             events += out.events
             incidents += out.incidents
-            if out.label is not None:
+            part_of = config.params.get("part_of")
+            if out.label is not None and part_of is not None:
+                pieces.setdefault(str(part_of), []).append(out.label)
+            elif out.label is not None:
                 self.truth.append(out.label)
+        self.truth += [_compound_label(group) for group in pieces.values()]
         if not self.truth:
             self.truth.append(_no_fault_label(scenario))
         self.episodes = {lvl: EpisodeIndex([e for e in episodes if e.level == lvl])
@@ -128,9 +141,12 @@ class Simulation:
                 first_s, seconds, states["gpu"], states["host"], states["port"], rng
             )
             u, t, a, ckpt = job.activity(first_s, seconds)
-            columns = job.job.rank_gpu
-            util[:, columns], traffic[:, columns], allocated[:, columns] = u, t, a
-            checkpointing[:, np.unique(job.job.rank_node)] = ckpt[:, None]
+            # A node may serve two jobs in turn: each adds its activity, zero while it is gone.
+            columns, hosts = job.job.rank_gpu, np.unique(job.job.rank_node)
+            util[:, columns] = np.maximum(util[:, columns], u)
+            traffic[:, columns] = np.maximum(traffic[:, columns], t)
+            allocated[:, columns] |= a
+            checkpointing[:, hosts] = np.maximum(checkpointing[:, hosts], ckpt[:, None])
         times = self.start_ns + (first_s + np.arange(seconds, dtype=np.int64)) * 1_000_000_000
         block = BlockInput(first_s, seconds, times, rng, states["gpu"], states["host"],
                            states["port"], states["nic"], util, traffic, allocated,
@@ -165,6 +181,30 @@ class Simulation:
 
 def _quirk_dict(quirk: Quirk) -> dict[str, str]:
     return {"kind": quirk.kind, "node": quirk.node, "index": quirk.index}
+
+
+def _compound_label(pieces: list[FaultLabel]) -> FaultLabel:
+    """One label for faults given the same ``part_of``: small anomalies on one node's parts
+    that are one problem together (the node), each below anything alarming alone."""
+    nodes, jobs = {p.node for p in pieces}, {p.job for p in pieces}
+    if len(nodes) != 1 or len(jobs) != 1:
+        raise ValueError(f"part_of groups faults of one node and job, not {sorted(nodes)}")
+    first = min(pieces, key=lambda p: p.onset_ns)
+    kinds = ", ".join(f"{p.fault_type} ({p.component} {p.index})".replace(" )", ")")
+                      for p in pieces)  # fmt: skip
+    return FaultLabel(
+        fault_id=first.fault_id.rsplit("-", 1)[0] + "-node_compound",
+        fault_type="node_compound",
+        fault_class="implicit",
+        node=first.node,
+        component="node",
+        index="",
+        onset_ns=first.onset_ns,
+        end_ns=max(p.end_ns for p in pieces),
+        job=first.job,
+        expect="hardware",
+        description=f"individually benign anomalies on one node that add up: {kinds}",
+    )
 
 
 def _no_fault_label(scenario: Scenario) -> FaultLabel:

@@ -71,7 +71,7 @@ def family_of(path: Path) -> str:
 
 
 def test_the_four_families_and_their_names() -> None:
-    assert family_names() == sorted(FAMILIES)
+    assert set(FAMILIES) <= set(family_names())  # other families: their own tests
     names = [load_scenario(path).name for path in ALL]
     assert len(names) == len(set(names))
     for path, name in zip(ALL, names, strict=True):

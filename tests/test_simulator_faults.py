@@ -85,12 +85,20 @@ def event_s(r: Run, event: Point) -> float:
     return (event.time_ns - r.sim.start_ns) / 1e9
 
 
+# Fault types written for the evaluation families of issue 16 (hidden_fields, comm_straggler,
+# one_gpu_two_sources): their scenarios and tests are there (tests/test_families_signals.py).
+FAMILY_ONLY = {"ib_rate_degraded", "ib_link_flap", "nic_speed_degraded", "power_cap",
+               "hbm_clock_low", "local_disk_slow", "xid_kmsg_and_nvml"}  # fmt: skip
+LIBRARY_KINDS = sorted(set(fault_types()) - FAMILY_ONLY)
+
+
 def test_every_fault_type_has_a_scenario() -> None:
     names = set(scenario_names())
-    assert {f"fault_{kind}" for kind in fault_types()} <= names
+    assert {f"fault_{kind}" for kind in LIBRARY_KINDS} <= names
+    assert set(fault_types()) >= FAMILY_ONLY  # every name here is a real fault type
 
 
-@pytest.mark.parametrize("kind", sorted(fault_types()))
+@pytest.mark.parametrize("kind", LIBRARY_KINDS)
 def test_truth_names_the_injected_fault(kind: str) -> None:
     [label] = run(f"fault_{kind}").sim.truth
     assert label.fault_type == kind
