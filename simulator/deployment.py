@@ -22,7 +22,16 @@ import numpy as np
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.simulator.cluster import ClusterSpec
 
-AGENT_MEASUREMENTS = {"gpu", "gpu_info", "gpu_nvlink", "host", "nic", "ib_port"}
+AGENT_MEASUREMENTS = {
+    "gpu",
+    "gpu_info",
+    "gpu_nvlink",
+    "gpu_topology",
+    "host",
+    "host_disk",
+    "nic",
+    "ib_port",
+}
 AGENT_EVENT_SOURCES = {"nvml", "kmsg"}  # "training" events come from the hook
 
 

@@ -164,6 +164,11 @@ class Scenario:
     # running, ("all",) for a cluster with the training hook only; the hook's train_step,
     # job_membership and training events still come from every node.
     agent_down: tuple[str, ...] = ()
+    # What the agent writes besides the defaults: gpu_info (on unless turned off), the GPU's
+    # HCA rail (gpu_topology) and local disks (host_disk), both off so library frames stay.
+    gpu_info: bool = True
+    gpu_topology: bool = False
+    host_disk: bool = False
     benign: tuple[BenignEpisode, ...] = ()
     evaluation: EvaluationSection = field(default_factory=EvaluationSection)
 
@@ -294,6 +299,7 @@ def _parse_scenario(raw: dict[str, Any], default_name: str, where: str) -> Scena
         cluster_name=cluster_section.name,
         start_ns=int(raw.get("start_ns", DEFAULT_START_NS)),
         agent_down=_agent_down(raw.get("telemetry", {})),
+        **_telemetry_switches(raw.get("telemetry", {})),
         benign=tuple(
             section_as(entry, BenignEpisode, where=f"{where}: [[benign]] #{n + 1}")
             for n, entry in enumerate(raw.get("benign", []))
@@ -311,9 +317,25 @@ def _parse_scenario(raw: dict[str, Any], default_name: str, where: str) -> Scena
 MEMBERSHIP_OPTIONAL = {"gpu", "profile"}  # what a real training hook may not know
 
 
+_TELEMETRY_SWITCHES = ("gpu_info", "gpu_topology", "host_disk")
+
+
+def _telemetry_switches(telemetry: dict[str, Any]) -> dict[str, bool]:
+    out = {}
+    for name in _TELEMETRY_SWITCHES:
+        if name in telemetry:
+            if not isinstance(telemetry[name], bool):
+                raise ValueError(f"[telemetry] {name} is true or false, not {telemetry[name]!r}")
+            out[name] = telemetry[name]
+    return out
+
+
 def _agent_down(telemetry: dict[str, Any]) -> tuple[str, ...]:
-    if set(telemetry) - {"agent_down"}:
-        raise ValueError(f"[telemetry] knows only agent_down, not {sorted(set(telemetry))}")
+    unknown = set(telemetry) - {"agent_down", *_TELEMETRY_SWITCHES}
+    if unknown:
+        raise ValueError(
+            f"[telemetry] knows agent_down, {', '.join(_TELEMETRY_SWITCHES)}, not {sorted(unknown)}"
+        )
     nodes = telemetry.get("agent_down", [])
     if not isinstance(nodes, list):
         raise ValueError('agent_down is a list of node names, or ["all"]')

@@ -106,9 +106,11 @@ class Simulation:
             for job in self.cluster.jobs
         ]
         self.coverage = AgentCoverage(self.cluster, scenario.agent_down)
-        self.gpus = GpuTelemetry(self.cluster, seed)
+        self.gpus = GpuTelemetry(
+            self.cluster, seed, info=scenario.gpu_info, topology=scenario.gpu_topology
+        )
         self.network = NetworkTelemetry(self.cluster, seed)
-        self.host = HostTelemetry(self.cluster)
+        self.host = HostTelemetry(self.cluster, disks=scenario.host_disk)
         self._started = False
 
     def chunks(self, seconds: float = 10.0) -> Iterator[list[Frame]]:
