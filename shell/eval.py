@@ -12,11 +12,13 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from reflex_localize.flows.impact_model import ImpactModel
 from reflex_localize.flows.job_step import MODES
 from reflex_localize.flows.weights import load_weights
 from reflex_localize.shell.eval_harness import (
@@ -32,6 +34,8 @@ from reflex_localize.shell.eval_harness import (
 from reflex_localize.shell.progress import ProgressBar
 
 FAMILY_SEEDS = (7, 8, 9)
+# (column label, detector mode, JobConfig extras: refit weights, an impact model)
+Run = tuple[str, str, dict[str, Any]]
 LIBRARY_TITLE = "Reflex evaluation (simulated scenario library)"
 
 
@@ -163,6 +167,12 @@ def render_details(rows: list[dict[str, str]], title: str) -> Table:
     type=click.Path(exists=True, path_type=Path),
     help="Also evaluate Reflex with weights refit by `reflex fit`.",
 )
+@click.option(
+    "--impact-model",
+    "impact_path",
+    type=click.Path(exists=True, path_type=Path),
+    help="Also evaluate Reflex with a compound-impact model from `reflex fit-impact`.",
+)
 def command(
     scenarios: str,
     family: str,
@@ -170,13 +180,16 @@ def command(
     seeds: tuple[int, ...],
     json_out: Path | None,
     weights_path: Path | None,
+    impact_path: Path | None,
     as_json: bool,
 ) -> None:
     """Run the scenario library (or an evaluation family) through Reflex and its baselines;
     print the table."""
-    runs: list[tuple[str, str, dict | None]] = [(m, m, None) for m in modes.split(",") if m]
+    runs: list[Run] = [(m, m, {}) for m in modes.split(",") if m]
     if weights_path is not None:
-        runs.append(("reflex (refit)", "reflex", load_weights(weights_path)))
+        runs.append(("reflex (refit)", "reflex", {"weights": load_weights(weights_path)}))
+    if impact_path is not None:
+        runs.append(("reflex + impact", "reflex", {"impact": ImpactModel.load(impact_path)}))
     if family and scenarios:
         raise click.UsageError("give --scenarios or --family, not both")
     if family:
@@ -187,12 +200,12 @@ def command(
     names = [n for n in scenarios.split(",") if n] or list(scenario_names())
     summaries = []
     with ProgressBar(len(runs) * len(names) * len(seeds or (7,)), "eval") as bar:
-        for label, mode, weights in runs:
+        for label, mode, extra in runs:
             results = []
             for name in names:
                 for seed in seeds or (7,):
                     with bar.step(f"{label}: {name}"):
-                        results.append(run_scenario(name, mode, seed, weights=weights))
+                        results.append(run_scenario(name, mode, seed, **extra))
             summary = summarize(mode, results)
             summary.mode = label
             summaries.append(summary)
@@ -207,7 +220,7 @@ def command(
 
 def _families(
     family: str,
-    runs: list[tuple[str, str, dict | None]],
+    runs: list[Run],
     seeds: tuple[int, ...],
     json_out: Path | None,
     as_json: bool = False,
@@ -289,7 +302,7 @@ def _median(values: list[float | None]) -> float | None:
 def _run_family(
     name: str,
     paths: list[Path],
-    runs: list[tuple[str, str, dict | None]],
+    runs: list[Run],
     seeds: tuple[int, ...],
     bar: ProgressBar,
 ) -> tuple[list[Summary], list[dict[str, str]], list[PairRow]]:
@@ -306,12 +319,12 @@ def _run_family(
     summaries: list[Summary] = []
     first: list[ScenarioResult] = []
     every: list[ScenarioResult] = []
-    for label, mode, weights in runs:
+    for label, mode, extra in runs:
         results = []
         for path in paths:
             for seed in seeds:
                 with bar.step(f"{name} / {label}: {path.stem}, seed {seed}"):
-                    results.append(run_family_scenario(path, mode, seed, weights))
+                    results.append(run_family_scenario(path, mode, seed, **extra))
         summary = summarize(mode, results)
         summary.mode = label
         summaries.append(summary)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.impact_model import ImpactModel
 from reflex_localize.flows.job_step import JobConfig
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.simulated_source import SimulatorSource
@@ -172,11 +173,12 @@ def run_scenario(
     seed: int = 7,
     window_seconds: float = 10.0,
     weights: dict[str, dict[str, float]] | None = None,
+    impact: ImpactModel | None = None,
 ) -> ScenarioResult:
     from reflex_localize.simulator import Simulation, load_scenario
 
     sim = Simulation(load_scenario(scenario), seed=seed)
-    config = JobConfig(mode=mode, window_seconds=window_seconds)
+    config = JobConfig(mode=mode, window_seconds=window_seconds, impact=impact)
     if weights:
         config.weights = weights
     run = run_in_process(
@@ -191,14 +193,18 @@ def run_scenario(
 
 
 def run_family_scenario(
-    path: Path, mode: str, seed: int, weights: dict[str, dict[str, float]] | None = None
+    path: Path,
+    mode: str,
+    seed: int,
+    weights: dict[str, dict[str, float]] | None = None,
+    impact: ImpactModel | None = None,
 ) -> ScenarioResult:
     """:func:`run_scenario` on a family's scenario file; a crash of the flow becomes a result
     whose hardware labels are missed and whose other labels are not answered."""
     from reflex_localize.simulator import Simulation, load_scenario
 
     try:
-        return run_scenario(str(path), mode, seed, weights=weights)
+        return run_scenario(str(path), mode, seed, weights=weights, impact=impact)
     except Exception as error:  # the flow's crash on this telemetry is what the run found
         sim = Simulation(load_scenario(path), seed=seed)
         node_hours = len(sim.cluster.nodes) * sim.duration_s / 3600
