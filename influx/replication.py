@@ -21,16 +21,13 @@ with another URL, token or queue size, it updates them in place (the queue is ke
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any
 from urllib.parse import quote
 
-from influxdb_client import InfluxDBClient
-from influxdb_client.rest import ApiException
-
 from reflex_localize.influx.config import InfluxSettings
 from reflex_localize.influx.connection import connect
+from reflex_localize.influx.json_api import JsonApi
 
 DEFAULT_MAX_QUEUE_BYTES = 64 * 1024 * 1024  # InfluxDB's own default
 MIN_MAX_QUEUE_BYTES = 33_554_430  # InfluxDB refuses a smaller queue (2.9.1: 32 MiB - 2 bytes)
@@ -186,39 +183,8 @@ def _field(stream: dict[str, Any], key: str) -> Any:
     return stream.get(key, stream.get(key[0].upper() + key[1:]))
 
 
-class _Api:
-    """JSON calls through the one connection factory's client (its URL, token, TLS)."""
-
-    def __init__(self, client: InfluxDBClient, settings: InfluxSettings) -> None:
-        self._client, self._settings = client, settings
-
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        try:
-            response = self._client.api_client.call_api(
-                path,
-                method,
-                header_params={"Content-Type": "application/json"},
-                body=body,
-                auth_settings=[],  # the client sends its token in every request
-                _preload_content=False,
-                _return_http_data_only=True,
-            )
-        except ApiException as error:
-            # The server's JSON answer; it never echoes the request's tokens.
-            detail = (error.body or b"").decode(errors="replace")[:300] if error.body else ""
-            raise ReplicationError(
-                f"InfluxDB at {self._settings.url}: {method} {path}: HTTP {error.status} "
-                f"{error.reason} {detail}".rstrip()
-            ) from None
-        raw = response.data
-        parsed: dict[str, Any] = json.loads(raw) if raw else {}
-        return parsed
-
-    def org_id(self) -> str:
-        orgs = self.call("GET", f"/api/v2/orgs?org={quote(self._settings.org)}").get("orgs", [])
-        if not orgs:
-            raise ReplicationError(f"no organization {self._settings.org!r}")
-        return str(orgs[0]["id"])
+class _Api(JsonApi):
+    error_type = ReplicationError
 
     def bucket_id(self, bucket: str, org_id: str) -> str:
         try:

@@ -22,18 +22,15 @@ org: the setup token or an all-access one).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import quote
 
-from influxdb_client import InfluxDBClient
-from influxdb_client.rest import ApiException
-
 from reflex_localize.influx.config import InfluxSettings
 from reflex_localize.influx.connection import connect
+from reflex_localize.influx.json_api import JsonApi
 
 Json = dict[str, Any]
 ACTIONS = ("created", "updated", "unchanged", "removed", "kept")
@@ -228,44 +225,8 @@ def _hex_id(value: Any) -> str:
     return f"{int(value):016x}" if isinstance(value, int) else str(value)
 
 
-class _Api:
-    """JSON calls through the one connection factory's client (its URL, token and TLS)."""
-
-    def __init__(self, client: InfluxDBClient, settings: InfluxSettings) -> None:
-        self._client, self._settings = client, settings
-
-    def call(self, method: str, path: str, body: Json | None = None) -> Json:
-        try:
-            response = self._client.api_client.call_api(
-                path,
-                method,
-                header_params={"Content-Type": "application/json"},
-                body=body,
-                auth_settings=[],  # the client sends its token in every request
-                _preload_content=False,
-                _return_http_data_only=True,
-            )
-        except ApiException as error:
-            # The server's JSON answer: it names the resource at fault, never a token.
-            detail = (error.body or b"").decode(errors="replace")[:500] if error.body else ""
-            raise StackError(
-                f"InfluxDB at {self._settings.url}: {method} {path.split('?')[0]}: "
-                f"HTTP {error.status} {error.reason} {detail}".rstrip()
-            ) from None
-        raw = response.data
-        parsed: Json = json.loads(raw) if raw else {}
-        return parsed
-
-    def org_id(self) -> str:
-        try:
-            orgs = self.call("GET", f"/api/v2/orgs?org={quote(self._settings.org)}")["orgs"]
-        except StackError as error:
-            if "HTTP 404" not in str(error):  # 2.x answers 404 to an unknown org name
-                raise
-            orgs = []
-        if not orgs:
-            raise StackError(f"no organization {self._settings.org!r}")
-        return str(orgs[0]["id"])
+class _Api(JsonApi):
+    error_type = StackError
 
     def apply(
         self, org_id: str, resources: list[Json], *, stack_id: str | None, dry_run: bool = False
