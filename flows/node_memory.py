@@ -57,13 +57,15 @@ class NodeMemory:
         record.reasons[reason] = record.reasons.get(reason, 0) + 1
 
     def note_xid(self, entity: str, code: int, severity: str, now_ns: int) -> int:
-        """Records an XID; returns how often this code was seen on the part (this one too)."""
+        """Records an XID; returns how many XIDs the part logged within the horizon (this one
+        too, whatever their codes: XID 13 in one job and 31 in the next is one GPU's story)."""
         record = self.records.setdefault(entity, Record(updated_ns=now_ns))
         horizon = now_ns - 4 * HALF_LIFE_NS
-        times = [t for t in record.xids.get(code, []) if t >= horizon] + [now_ns]
-        record.xids[code] = times[-32:]
+        for known in list(record.xids):
+            record.xids[known] = [t for t in record.xids[known] if t >= horizon]
+        record.xids[code] = [*record.xids.get(code, []), now_ns][-32:]
         self.note(entity, XID_TROUBLE.get(severity, 1.0), now_ns, f"xid {code}")
-        return len(record.xids[code])
+        return sum(len(times) for times in record.xids.values())
 
     def trouble(self, entity: str, now_ns: int) -> float:
         record = self.records.get(entity)

@@ -193,11 +193,22 @@ class ShardState:
         between jobs, whose clocks and power drop far below their busy history)."""
         busy = {info.node for ranks in self.members.values() for info in ranks.values()}
         strong = np.nan_to_num(DIRECTION * temporal, nan=0.0) >= 6.0
+        # A signal off on half or more of a node's parts of one kind at once is the node's
+        # phase (a checkpoint, the job winding down), not one part's trouble.
+        kinds = np.array([e.rsplit("|", 1)[0] for e in entities.tolist()], dtype=object)
+        names, which = np.unique(kinds, return_inverse=True)
+        share = np.zeros((len(names), strong.shape[1]))
+        np.add.at(share, which, strong)
+        share /= np.bincount(which, minlength=len(names))[:, None]
+        shared = (share >= 0.5) & (np.bincount(which, minlength=len(names)) >= 2)[:, None]
+        strong &= ~shared[which]
         for row in np.flatnonzero(strong.any(axis=1)).tolist():
             entity = str(entities[row])
             if "|host|" in entity or entity.split("|", 1)[0] not in busy:
                 continue
-            signal = SIGNAL_NAMES[int(np.argmax(np.nan_to_num(DIRECTION * temporal[row])))]
+            signal = SIGNAL_NAMES[
+                int(np.argmax(np.where(strong[row], DIRECTION * temporal[row], -np.inf)))
+            ]
             self.memory.note(entity, DEVIATION_TROUBLE, now, signal)
 
     def _remember_straggling(self, steps: dict[str, StepRows], now: int) -> None:
@@ -302,7 +313,7 @@ class ShardState:
                     if severity == "application" and seen >= REPEATS_THAT_MATTER:
                         # Repeated on one GPU (in this job or across jobs): the GPU's doing.
                         severity = "warning"
-                        meaning = f"{meaning}; {seen}x on this GPU within days: suspect the GPU"
+                        meaning = f"{meaning}; {seen} XIDs on this GPU within days: suspect the GPU"
                 message = str(point.fields.get("message", ""))
                 if kind == "mce" and (
                     "Machine Check Exception" in message

@@ -138,7 +138,9 @@ class StepPeers:
         self.judged += 1
         findings = []
         for rank, r, zz in zip(ranks, ratio.tolist(), z.tolist(), strict=True):
-            slow = np.isfinite(r) and r >= 1 + self.min_excess and zz >= self.z_needed
+            # A part with a record is suspected at half the excess (flows/node_memory.py).
+            excess = self.min_excess / 2 if rank in self.quick else self.min_excess
+            slow = np.isfinite(r) and r >= 1 + excess and zz >= self.z_needed
             if not slow:
                 self.was_normal.add(rank)
                 self.streak.pop(rank, None)
