@@ -10,8 +10,8 @@ part's anomalies predict: several small anomalies that explain the job's slowdow
 loud anomaly that slows nothing.
 
 The model is a small JSON file with a version (a hash of its content) and its provenance,
-refit on a schedule from history (``reflex fit --impact``) and loaded by the flow
-(``--impact-model``).
+refit on a schedule from history (``reflex fit-impact``) and loaded by the flow
+(``REFLEX_IMPACT_MODEL``; ``reflex eval --impact-model``).
 
 >>> model = ImpactModel(("a", "b", "a*b"), (0.01, 0.0, 0.02), 0.0, {})
 >>> round(model.predict({"a": 1.0, "b": 2.0}), 3)

@@ -93,7 +93,7 @@ class JobConfig:
     weights: dict[str, dict[str, float]] = field(default_factory=default_weights)
     # Receives (job, window end, entity -> signal -> unweighted evidence): `reflex fit` uses it.
     recorder: Callable[[str, int, dict[str, dict[str, float]]], None] | None = None
-    # The learned impact model (flows/impact_model.py), and what `reflex fit --impact` learns
+    # The learned impact model (flows/impact_model.py), and what `reflex fit-impact` learns
     # from: (job, window end, [(a rank's anomaly indicators, its slowdown)]).
     impact: ImpactModel | None = None
     impact_recorder: Callable[[str, int, list[tuple[dict[str, float], float]]], None] | None = None
