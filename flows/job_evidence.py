@@ -147,7 +147,7 @@ class EvidenceBook:
         totals: dict[str, float],
         checkpointing: bool = False,
     ) -> None:
-        self.peer_view = None
+        self.peer_view, self.amounts = None, {}
         if not len(entities):
             return
         groups = peer_groups(entities, profiles, members)
@@ -165,7 +165,6 @@ class EvidenceBook:
             self.features[entities[row]] = {
                 SIGNAL_NAMES[c]: float(strength[row, c]) for c in np.flatnonzero(strength[row])
             }
-        self.amounts = {}
         for row in np.flatnonzero(amount.sum(axis=1) > 0):
             entity = entities[row]
             totals[entity] = totals.get(entity, 0.0) + float(amount[row].sum())
