@@ -17,10 +17,9 @@ from reflex_localize.flows.detectors import evidence_strength, peer_deviation
 from reflex_localize.flows.events import Evidence
 from reflex_localize.flows.impact_model import ImpactModel
 from reflex_localize.flows.messages import ExplicitEvent, JobWindow, RankInfo
-from reflex_localize.flows.shard_step import FLOORS
-from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, STEP_SIGNAL, factorize
+from reflex_localize.flows.shard_step import DIRECTION, FLOORS
+from reflex_localize.flows.signals import SIGNAL_NAMES, STEP_SIGNAL, factorize
 
-DIRECTION = np.array([SIGNALS[name].direction for name in SIGNAL_NAMES], dtype=np.float64)
 EXPLICIT_EVIDENCE = {"critical": 6.0, "warning": 2.0}
 RECORD_MATTERS = 1.0  # a part's trouble from earlier jobs that changes how it is judged
 # A port's own faults: what makes it slow the traffic through it (not congestion, which a
