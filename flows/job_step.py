@@ -510,19 +510,17 @@ class JobState:
                 candidates.append((score, entity))
         if not candidates:
             return None
-        _, entity = max(candidates)
-        node, component, index = entity.split("|")
-        lead = Suspect(node, component, index, round(self.compound.get(entity), 3),
-                       self.book.notes(entity)[:6])  # fmt: skip
         ports = [self._suspect(e) for _, e in sorted(candidates, reverse=True)]
+        lead, entity, component = ports[0], ports[0].entity, ports[0].component
         switch = shared_switch(ports, self.sites, 2 * self.config.min_suspect_score)
         if switch is not None:  # several nodes' ports under one switch: the switch
             lead = switch_suspect(switch, ports, self.sites)
         rails = {gpu: nic for p in parts for gpu, nic in p.rails.items()}
-        on_rail = sorted(g for g, nic in rails.items() if nic == entity)
-        ranks = sorted(i.rank for i in self.members.values() if rank_entity(i) in on_rail)
-        if component == "gpu":
-            ranks = sorted(i.rank for i in self.members.values() if rank_entity(i) == entity)
+        # The ranks whose traffic the part carries: a GPU's own rank, or those on a port's rail.
+        carried = (
+            {entity} if component == "gpu" else {g for g, nic in rails.items() if nic == entity}
+        )
+        ranks = sorted(i.rank for i in self.members.values() if rank_entity(i) in carried)
         share = float(np.median(comm[ok] / step[ok]))
         finding = StepFinding("comm_straggler", ratio=1 + share, since_ns=int(held))
         if component == "gpu":
