@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +177,7 @@ def command(
         "REFLEX_RESULTS_BUCKET": results_bucket,
         **({"REFLEX_HEALTH_ADDRESS": health_address} if health_address else {}),
         **{k: v for k, v in os.environ.items() if k.startswith("REFLEX_PUSH_")},  # push_wiring
+        "REFLEX_SITE_TAGS": site_tags_setting(influx.config().sections),
     }
     for name, value in (
         ("REFLEX_START_NS", start_ns),
@@ -203,6 +205,17 @@ def command(
     status = run_children([args], env)  # a run that ends: its rejects are totalled after it
     _print_rejects(out)
     sys.exit(status)
+
+
+def site_tags_setting(sections: Mapping[str, Any]) -> str:
+    """The site tags of the config file's ``[site] tags`` and ``REFLEX_SITE_TAGS``, checked and
+    joined for the flow's processes (which read only the environment)."""
+    from reflex_localize.schemas.site_tags import site_tags
+
+    try:
+        return ",".join(site_tags(config=sections))
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
 
 
 def _check_push() -> None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import numpy as np
+import pytest
 
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.flows.sources import MemorySource, split_windows
 from reflex_localize.schemas.frame import Frame
+from reflex_localize.shell.flow import site_tags_setting
 from reflex_localize.simulator import Simulation, load_scenario
 
 SCENARIO = Path(__file__).parent / "scenarios" / "two_ports_under_one_switch.toml"
@@ -62,3 +65,14 @@ def test_the_same_fault_under_two_switches_names_a_node_with_its_site() -> None:
     top = control[0].top if control else None
     assert top is not None and top.node in faulty
     assert control[0].sites[top.node]["switch"] == switch_of[top.node]
+
+
+def test_the_config_files_site_tags_reach_the_flows_processes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``[site] tags`` in the file and ``REFLEX_SITE_TAGS`` are merged for the workers, which
+    read only the environment; a tag that is already Reflex's is refused before any process."""
+    monkeypatch.setenv("REFLEX_SITE_TAGS", "row")
+    assert site_tags_setting({"site": {"tags": ["pod"]}}) == "rack,switch,pod,row"
+    with pytest.raises(click.UsageError, match="already a tag"):
+        site_tags_setting({"site": {"tags": ["node"]}})
