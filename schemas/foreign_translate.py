@@ -208,6 +208,9 @@ class ForeignTranslator:
             divisor = 1 / row.scale if 0 < row.scale < 1 else 0.0
             whole = divisor == round(divisor) and divisor > 1
             scaled = (number / divisor if whole else number * row.scale) + row.offset
+            # A huge value times its unit: refused, not a crash (nor an int64 that overflows).
+            if not math.isfinite(scaled) or (declared.type == "int" and abs(scaled) >= 2**63):
+                raise ValueError(f"{value!r} x {row.scale} is out of range")
             return round(scaled) if declared.type == "int" else float(scaled)
         key = (tags["node"], tags.get("gpu", "-"), row.foreign_measurement, row.foreign_field)
         previous = self._last.get(key)

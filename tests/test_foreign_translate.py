@@ -153,3 +153,17 @@ def test_a_flag_that_is_neither_yes_nor_no_is_a_bad_value() -> None:
         'nvidia_smi,host=n,index=0 remapped_rows_pending="Maybe" 1'
     )
     assert [n.code for n in notes] == ["foreign_bad_value"]
+
+
+def test_a_value_that_overflows_its_unit_is_refused() -> None:
+    """1.7e302 MiB is not a number of bytes a float holds: refused with its reason, not a crash
+    (found by the garbled-lines property test)."""
+    translator = ForeignTranslator()
+    huge = "prometheus,Hostname=n1,gpu=0 DCGM_FI_DEV_FB_USED=1.7144137714980277e+302 1"
+    points, notes = translator.decode(huge)
+    assert [n.code for n in notes] == ["foreign_bad_value"]
+    assert not any("memory_used_bytes" in p.fields for p in points)
+    # 1e15 MiB is finite as a float but not as an int64 count of bytes.
+    big = "prometheus,Hostname=n1,gpu=0 DCGM_FI_DEV_FB_USED=1e15 1"
+    _, notes = translator.decode(big)
+    assert [n.code for n in notes] == ["foreign_bad_value"]
