@@ -493,11 +493,6 @@ class JobState:
         signals are the evidence (a port trained down, retraining, erroring; a GPU's PCIe or
         NVLink down). Told when such evidence has held for 3 windows, stands above twice the
         naming threshold, and the job spends a real share of its steps communicating."""
-        comm = np.concatenate([p.steps.comm for p in parts])
-        step = np.concatenate([p.steps.step_time for p in parts])
-        ok = np.isfinite(comm) & np.isfinite(step) & (step > 0)
-        if not ok.any() or float(np.median(comm[ok] / step[ok])) < COMM_SHARE:
-            return None
         held = end_ns - HOLD_WINDOWS * self.config.window_seconds * 1e9
         candidates = []
         for entity in self.fresh:
@@ -508,7 +503,13 @@ class JobState:
             score = self.compound.get(entity)
             if signals and score >= 2 * self.config.min_suspect_score:
                 candidates.append((score, entity))
-        if not candidates:
+        if not candidates:  # the common case: no step data is touched
+            return None
+        comm = np.concatenate([p.steps.comm for p in parts])
+        step = np.concatenate([p.steps.step_time for p in parts])
+        ok = np.isfinite(comm) & np.isfinite(step) & (step > 0)
+        share = float(np.median(comm[ok] / step[ok])) if ok.any() else 0.0
+        if share < COMM_SHARE:
             return None
         ports = [self._suspect(e) for _, e in sorted(candidates, reverse=True)]
         lead, entity, component = ports[0], ports[0].entity, ports[0].component
@@ -521,7 +522,6 @@ class JobState:
             {entity} if component == "gpu" else {g for g, nic in rails.items() if nic == entity}
         )
         ranks = sorted(i.rank for i in self.members.values() if rank_entity(i) in carried)
-        share = float(np.median(comm[ok] / step[ok]))
         finding = StepFinding("comm_straggler", ratio=1 + share, since_ns=int(held))
         if component == "gpu":
             label = f"the traffic of rank {', '.join(map(str, ranks)) or '?'}"
