@@ -4,6 +4,7 @@ each process of `reflex --log-format json flow -p 2` (ports P and P+1, JSON logs
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
 import sys
@@ -170,7 +171,7 @@ def test_every_process_of_reflex_flow_serves_and_logs_json(capture: Path, tmp_pa
     while flow.poll() is None:
         try:
             scraped.append(get(port, "/metrics")[1])
-        except OSError:
+        except (OSError, http.client.HTTPException):  # not up yet, or it exited mid-answer
             time.sleep(0.05)
     _, stderr = flow.communicate(timeout=170)
     assert flow.returncode == 0, stderr.decode()[-2000:]
