@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from reflex_localize.flows.events import LocalizationEvent, Suspect, event_id, recommend_action
+from reflex_localize.flows.loss_divergence import LOSS_JUMP, LOSS_SIGNAL, spans
 from reflex_localize.flows.messages import ExplicitEvent
 from reflex_localize.flows.signals import STEP_SIGNAL
 from reflex_localize.flows.step_peers import StepFinding
@@ -165,6 +166,23 @@ def describe_finding(
             f"communication straggler: {top.node} {top.component} {top.index} ({signal}) "
             f"carries {rank_label}; ranks spend {100 * (finding.ratio - 1):.0f}% of their steps "
             "in collectives and every rank waits on it"
+        )
+    elif kind == "loss_divergence" and top is not None:
+        severity, confidence = "warning", 0.5
+        by_node: dict[str, list[int]] = {}
+        for s in suspects:
+            if s.index.isdigit() and any(e.signal == LOSS_SIGNAL for e in s.evidence):
+                by_node.setdefault(s.node, []).append(int(s.index))
+        gpus = "; ".join(f"{node} GPU {spans(i)}" for node, i in by_node.items())
+        action = (
+            f"silent data corruption suspected: run DCGM diagnostics (level 3) or the vendor's "
+            f"field diagnostic on {gpus} before they rejoin; resume from a checkpoint before "
+            f"step {finding.at_step}. If they pass, look at the batch that step served"
+        )
+        summary = (
+            f"loss of ranks {rank_label} (one data-parallel replica) jumped to over "
+            f"{LOSS_JUMP:.0f}x the other replicas' at step {finding.at_step}, before the rest of "
+            "the job: silent data corruption on one of its GPUs, or a bad batch"
         )
     elif kind == "stage":
         severity, confidence = "info", 0.7

@@ -24,6 +24,7 @@ from reflex_localize.flows.job_evidence import (
     rank_entity,
 )
 from reflex_localize.flows.liveness import LivenessTracker
+from reflex_localize.flows.loss_divergence import LOSS_SIGNAL, diverging_ranks, spans
 from reflex_localize.flows.messages import (
     ErrorRecord,
     ExplicitEvent,
@@ -428,6 +429,9 @@ class JobState:
         self._learn_stages(parts, regressed)
         if hardware:
             return self._emit(window, end_ns, "explicit", hardware[0])
+        corrupted = self._loss_divergence(window, end_ns, parts)
+        if corrupted is not None:
+            return corrupted
         stragglers = [f for f in found if f.kind == "straggler"]
         if stragglers and self.config.mode != "temporal_only":
             return self._emit_straggler(window, end_ns, stragglers)
@@ -530,6 +534,46 @@ class JobState:
         else:
             label = "a rail whose GPUs are unknown (no gpu_topology)"
         return self._lead_event(window, end_ns, "comm_straggler", finding, lead, rank_label=label)
+
+    def _loss_divergence(
+        self, window: int, end_ns: int, parts: list[JobWindow]
+    ) -> LocalizationEvent | None:
+        """One replica's loss jumped alone (:mod:`flows.loss_divergence`): its GPUs are
+        suspected of silent data corruption. Nothing tells which of the replica's GPUs
+        computed wrong, so they are listed together, by compound score, then by rank."""
+        if self.config.mode == "temporal_only":
+            return None
+        found = diverging_ranks(
+            np.concatenate([p.steps.rank for p in parts]),
+            np.concatenate([p.steps.step for p in parts]),
+            np.concatenate([p.steps.loss for p in parts]),
+            self.world_size,
+        )
+        if found is None:
+            return None
+        step, ranks = found
+        first_rank: dict[str, int] = {}
+        for rank in ranks:
+            if rank in self.members:
+                first_rank.setdefault(rank_entity(self.members[rank]), rank)
+        if not first_rank:
+            return None
+        order = sorted(first_rank, key=lambda e: (-self.compound.get(e), first_rank[e]))
+        # The replica's pipeline stages sit on different nodes: each node's first GPU comes
+        # before any node's second, so the first few suspects cover every node it touches.
+        nodes = list(dict.fromkeys(entity.split("|")[0] for entity in order))
+        by_node = {n: [e for e in order if e.startswith(f"{n}|")] for n in nodes}
+        depth = max(len(entities) for entities in by_node.values())
+        order = [e for i in range(depth) for n in nodes for e in by_node[n][i : i + 1]]
+        replica = [self._suspect(entity) for entity in order]
+        since = int(min(p.steps.time_ns.min(initial=end_ns) for p in parts))
+        evidence = Evidence(LOSS_SIGNAL, None, None, 1.0, since)
+        replica = [replace(s, evidence=[evidence, *s.evidence][:6]) for s in replica]
+        finding = StepFinding("loss_divergence", rank=ranks[0], since_ns=since, at_step=step)
+        return self._lead_event(
+            window, end_ns, "loss_divergence", finding, replica[0],
+            rank_label=spans(ranks), suspects=replica,
+        )  # fmt: skip
 
     def _learn_stages(self, parts: list[JobWindow], regressed: bool) -> None:
         now = self._stage_compute(parts)
@@ -675,15 +719,18 @@ class JobState:
         finding: StepFinding,
         lead: Suspect,
         rank_label: str = "",
+        suspects: list[Suspect] | None = None,
     ) -> LocalizationEvent | None:
         """An event whose suspect the per-step view found (a straggler, a sick stage): within
-        the cooldown, a new incident only on another node once the open one has gone quiet."""
+        the cooldown, a new incident only on another node once the open one has gone quiet.
+        ``suspects`` (lead first) replaces the compound ranking after the lead."""
         in_cooldown = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
         if in_cooldown and not self._new_incident(None, lead, found_by_steps=True):
             return None
-        others = [s for s in self._suspects(None) if s.entity != lead.entity]
+        named = suspects or [lead]
+        others = [s for s in self._suspects(None) if s.entity not in {n.entity for n in named}]
         event = describe_finding(
-            self.job, self.config.cluster, window, end_ns, kind, finding, [lead, *others],
+            self.job, self.config.cluster, window, end_ns, kind, finding, [*named, *others],
             rank_label=rank_label,
         )  # fmt: skip
         self._opened(end_ns, in_cooldown, {(lead.node, lead.entity)})

@@ -107,6 +107,8 @@ class StepRows:
     time_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # Seconds of the step spent saving a checkpoint, where the hook marks it (else NaN).
     checkpoint: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # The rank's training loss, where the hook reports it (else NaN): SDC's only trace.
+    loss: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass

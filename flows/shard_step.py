@@ -392,6 +392,7 @@ def _step_rows(frames: list[Frame]) -> dict[str, StepRows]:
                 comm=_col(f, "comm_seconds", mask, n),
                 time_ns=frame.time_ns[mask],
                 checkpoint=_col(f, "checkpoint_seconds", mask, n),
+                loss=_col(f, "loss", mask, n),
             )
             previous = by_job.get(job)
             by_job[job] = rows if previous is None else _concat(previous, rows)
@@ -406,7 +407,16 @@ def _concat(a: StepRows, b: StepRows) -> StepRows:
     return StepRows(
         *(
             np.concatenate([getattr(a, k), getattr(b, k)])
-            for k in ("rank", "step", "step_time", "compute", "comm", "time_ns", "checkpoint")
+            for k in (
+                "rank",
+                "step",
+                "step_time",
+                "compute",
+                "comm",
+                "time_ns",
+                "checkpoint",
+                "loss",
+            )
         )
     )
 

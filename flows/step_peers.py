@@ -41,13 +41,14 @@ MAD_TO_SIGMA = 1.4826
 class StepFinding:
     """What the per-step view found: a straggling rank, or the pattern of the job's steps."""
 
-    kind: str  # straggler | stage | data
+    kind: str  # straggler | stage | data | loss_divergence
     rank: int = -1
     ratio: float = 0.0  # the rank's (or stage's) compute over its peers'
     z: float = 0.0
     steps: int = 0  # consecutive steps it held for
     since_ns: int = 0
     stage: int = -1
+    at_step: int = -1  # the step it was seen at (a loss divergence)
 
 
 def role_ratios(
