@@ -45,6 +45,9 @@ RECENT_WINDOWS = 3  # evidence this recent makes an entity a current suspect
 # A job slowed with no suspect yet waits this many windows for its cause's evidence before
 # it says "no hardware fault": a straggler needs a few of its steps to stand out.
 HOLD_WINDOWS = 3
+# A regression names a part only when its evidence has held this many windows before (it was
+# seen in PERSIST_WINDOWS + 1 windows in a row).
+PERSIST_WINDOWS = 2
 # A "no hardware fault" is revised by a suspect that stands out this soon after it; later,
 # a suspect is a new incident that needs its own symptom.
 REVISE_WINDOWS = 12
@@ -458,17 +461,27 @@ class JobState:
         level = self.regression.level()
         return level > 0 and self.step_now < level * (1 + INFO_MIN_SLOWDOWN)
 
-    def _strong_suspect(self) -> Suspect | None:
+    def _strong_suspect(self, end_ns: int) -> Suspect | None:
         """The top suspect, when it has fresh evidence and a score worth naming."""
         suspects = self._suspects(None)
         top = suspects[0] if suspects else None
         if top is None or top.entity not in self.fresh:
             return None
+        if not self._held(top.entity, end_ns):
+            return None
         return top if top.score >= self.config.min_suspect_score else None
+
+    def _held(self, entity: str, end_ns: int) -> bool:
+        """Some evidence of the part has held for PERSIST_WINDOWS. A slowdown builds over
+        several windows before it triggers; a part that went wrong only in the last one or two
+        (a GPU's throttle of a few seconds, which a large fleet has every minute) did not
+        cause it."""
+        held = end_ns - PERSIST_WINDOWS * self.config.window_seconds * 1e9
+        return any(since <= held for (e, _), since in self.book.since.items() if e == entity)
 
     def _held_regression(self, window: int, end_ns: int) -> LocalizationEvent | None:
         """A regression is told once a suspect stands out, or after the hold with none."""
-        if self._strong_suspect() is None and window - self.held_since < HOLD_WINDOWS:
+        if self._strong_suspect(end_ns) is None and window - self.held_since < HOLD_WINDOWS:
             return None
         self.held_since = -1
         return self._emit(window, end_ns, "regression", None)
@@ -479,7 +492,7 @@ class JobState:
         revise_ns = REVISE_WINDOWS * self.config.window_seconds * 1e9
         if end_ns - self.info_verdict_ns >= min(self.config.cooldown_s * 1e9, revise_ns):
             return None
-        top = self._strong_suspect()
+        top = self._strong_suspect(end_ns)
         if top is None or top.node in self.last_event_nodes:
             return None
         # A part told only by its peers (no history of its own yet) may be a quirk of that
@@ -610,6 +623,9 @@ class JobState:
         # opens a new incident; slowdowns, hangs and cascades belong to the open one.
         if in_cooldown and not self._new_incident(root, top):
             return None
+        if trigger == "regression" and root is None:
+            suspects = [s for s in suspects if self._held(s.entity, end_ns)]
+            top = suspects[0] if suspects else None
         if top is not None and root is None and top.score < self.config.min_suspect_score:
             suspects, top = [], None
         if top is None and root is None and trigger == "regression" and self._pattern_told(end_ns):
