@@ -18,7 +18,7 @@ from reflex_localize.flows.events import Evidence
 from reflex_localize.flows.impact_model import ImpactModel
 from reflex_localize.flows.messages import ExplicitEvent, JobWindow, RankInfo
 from reflex_localize.flows.shard_step import DIRECTION, FLOORS
-from reflex_localize.flows.signals import SIGNAL_NAMES, STEP_SIGNAL, factorize
+from reflex_localize.flows.signals import SIGNAL_INDEX, SIGNAL_NAMES, STEP_SIGNAL, factorize
 
 EXPLICIT_EVIDENCE = {"critical": 6.0, "warning": 2.0}
 RECORD_MATTERS = 1.0  # a part's trouble from earlier jobs that changes how it is judged
@@ -183,8 +183,13 @@ class EvidenceBook:
                         since,
                     ),
                 )
-        for row, col in zip(*np.nonzero(amount == 0), strict=True):
-            self.since.pop((entities[row], SIGNAL_NAMES[col]), None)
+        # A signal that fell back to nothing ends its persistence. Only the keys that hold
+        # one are looked at: the zeros of the matrix are nearly all of it.
+        if self.since:
+            row_of = {entity: row for row, entity in enumerate(entities.tolist())}
+            for key in [k for k in self.since if k[0] in row_of and k[1] in SIGNAL_INDEX]:
+                if amount[row_of[key[0]], SIGNAL_INDEX[key[1]]] == 0:
+                    del self.since[key]
 
     def peer_only(self) -> dict[str, tuple[str, float, float]]:
         """This window: entity -> (signal, peer z, strength) of its strongest deviation from

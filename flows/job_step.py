@@ -475,9 +475,15 @@ class JobState:
         """Some evidence of the part has held for PERSIST_WINDOWS. A slowdown builds over
         several windows before it triggers; a part that went wrong only in the last one or two
         (a GPU's throttle of a few seconds, which a large fleet has every minute) did not
-        cause it."""
-        held = end_ns - PERSIST_WINDOWS * self.config.window_seconds * 1e9
-        return any(since <= held for (e, _), since in self.book.since.items() if e == entity)
+        cause it. Its own slow steps count once they span two steps: with steps longer than a
+        window, one slow step stays the latest for several windows."""
+        window_ns = PERSIST_WINDOWS * self.config.window_seconds * 1e9
+        steps_ns = max(window_ns, 2 * self.step_now * 1e9)
+        return any(
+            since <= end_ns - (steps_ns if signal == STEP_SIGNAL else window_ns)
+            for (e, signal), since in self.book.since.items()
+            if e == entity
+        )
 
     def _held_regression(self, window: int, end_ns: int) -> LocalizationEvent | None:
         """A regression is told once a suspect stands out, or after the hold with none."""

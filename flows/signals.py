@@ -288,11 +288,11 @@ def _remember_profiles(frame: Frame, out: dict[str, str]) -> None:
 def factorize(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct keys (first-seen order) and each row's code. A dict beats ``np.unique`` here:
     sorting object arrays of strings compares them in Python."""
-    codes: dict[str, int] = {}
-    inverse = np.fromiter(
-        (codes.setdefault(k, len(codes)) for k in keys.tolist()), dtype=np.int64, count=len(keys)
-    )
-    return np.array(list(codes), dtype=object), inverse
+    listed = keys.tolist()
+    distinct = list(dict.fromkeys(listed))
+    codes = {k: i for i, k in enumerate(distinct)}
+    inverse = np.fromiter(map(codes.__getitem__, listed), dtype=np.int64, count=len(listed))
+    return np.array(distinct, dtype=object), inverse
 
 
 def _reduce(
@@ -386,11 +386,13 @@ def _counter_increase(
     previous[1:] = sorted_values[:-1]
     # The first row of each entity continues from the last value of the previous window.
     first_rows = np.flatnonzero(first)
-    for row in first_rows:
-        previous[row] = memory.last.get((unique[grouped[row]], name), sorted_values[row])
+    keys = [(entity, name) for entity in unique[grouped[first_rows]].tolist()]
+    get = memory.last.get
+    previous[first_rows] = [
+        get(key, value) for key, value in zip(keys, sorted_values[first_rows].tolist(), strict=True)
+    ]
     step = sorted_values - previous
     step = np.where(step < 0, sorted_values, step)
-    last_rows = np.append(first_rows[1:] - 1, len(order) - 1)
-    for row in last_rows:
-        memory.last[(unique[grouped[row]], name)] = sorted_values[row]
+    last_rows = np.append(first_rows[1:] - 1, len(order) - 1)  # the same entities, in turn
+    memory.last.update(zip(keys, sorted_values[last_rows].tolist(), strict=True))
     return np.bincount(grouped, weights=step, minlength=len(unique))

@@ -98,7 +98,8 @@ class StepPeers:
     was_normal: set[int] = field(default_factory=set)  # ranks seen keeping up with peers
     judged: int = 0
     stage_levels: list[dict[int, float]] = field(default_factory=list)  # recent steps
-    rank_ratios: list[dict[int, float]] = field(default_factory=list)  # recent steps
+    # Recent steps: the ranks well above their peers (2 x min_excess) and their ratios.
+    rank_ratios: list[dict[int, float]] = field(default_factory=list)
     told: tuple = ()  # the pattern last told
     # Ranks on a GPU with a record from earlier jobs (flows/node_memory.py): told after one
     # step less, even when marginal, even from the job's first step.
@@ -177,7 +178,8 @@ class StepPeers:
         # must not pass for the whole stage (or the job) moving with the data.
         levels = {int(s): _faster_half(values[stages == s]) for s in np.unique(stages)}
         self.stage_levels = [*self.stage_levels, levels][-2 * self.pattern_steps :]
-        ratios = {r: float(x) for r, x in zip(ranks, ratio.tolist(), strict=True)}
+        well_above = np.flatnonzero(np.nan_to_num(ratio, nan=0.0) >= 1 + 2 * self.min_excess)
+        ratios = {ranks[i]: float(ratio[i]) for i in well_above.tolist()}
         self.rank_ratios = [*self.rank_ratios, ratios][-2 * self.pattern_steps :]
 
     def _slowest_rotates(self, members: dict[int, RankInfo]) -> bool:
@@ -185,20 +187,12 @@ class StepPeers:
         different nodes: per-rank data (sequence lengths). A slow rank would be slow step
         after step, and a sick node's ranks all sit on that node."""
         recent = self.rank_ratios[-2 * self.pattern_steps :]
-        slow = Counter(
-            rank
-            for ratios in recent
-            for rank, ratio in ratios.items()
-            if np.isfinite(ratio) and ratio >= 1 + 2 * self.min_excess
-        )
+        slow = Counter(rank for ratios in recent for rank in ratios)
         if len(slow) < 2 or max(slow.values()) > len(recent) // 2:
             return False
         # The data is there every step; a benign episode (a busy host, a congested port) now
         # and then on one node or another is not.
-        steps_with_slow = sum(
-            any(np.isfinite(x) and x >= 1 + 2 * self.min_excess for x in ratios.values())
-            for ratios in recent
-        )
+        steps_with_slow = sum(bool(ratios) for ratios in recent)
         if steps_with_slow < 0.75 * len(recent):
             return False
         nodes = Counter(members[r].node if r in members else "" for r in slow.elements())
