@@ -38,6 +38,9 @@ BACK_PRESSURE = "nic_xmit_wait_rate"
 Weights = Callable[[str], dict[str, float]]  # hardware profile -> signal -> weight
 
 
+OWN_ALONE_DISCOUNT = 3.0  # spreads taken off a deviation from own history that peers do not share
+
+
 def combine_deviations(own: np.ndarray, peers: np.ndarray, mode: str) -> np.ndarray:
     """Reflex needs a deviation from both the entity's own history and its peers: a job that
     heats every GPU is not one bad GPU, and a GPU that always runs hot is not a new fault.
@@ -46,7 +49,13 @@ def combine_deviations(own: np.ndarray, peers: np.ndarray, mode: str) -> np.ndar
         return peers
     if mode == "temporal_only":
         return own
-    return np.where(np.isnan(own), peers - 1.0, np.fmin(own, peers))
+    both = np.fmin(own, peers)
+    # A part far from its own history counts on that alone, at a discount: a GPU that drifts
+    # into the band its binned-low peers already occupy, or a whole node in a job too small
+    # to have peers, leaves its history and not its peers. (A job-wide change is masked
+    # before this counts: job_wide_phase.)
+    alone = own - OWN_ALONE_DISCOUNT
+    return np.where(np.isnan(own), peers - 1.0, np.fmax(both, alone))
 
 
 def job_wide_phase(
