@@ -25,7 +25,7 @@ from reflex_localize.simulator.cluster import ClusterSpec
 from reflex_localize.simulator.effects import Episode
 from reflex_localize.simulator.events import EventRecord
 from reflex_localize.simulator.faults import SW_THERMAL, pci_bus_id
-from reflex_localize.simulator.scenario import Scenario
+from reflex_localize.simulator.scenario import BenignEpisode, Scenario
 
 
 @dataclass(frozen=True)
@@ -111,27 +111,45 @@ def quirk_episodes(
     gpus_per_node, duration = cluster.gpus_per_node, scenario.duration_s
     nodes = len(cluster.nodes)
     quirks, episodes = [], []
-    for node in rng.choice(nodes, min(scenario.quirks.hot_nodes, nodes), replace=False):
+    # ``spare`` nodes carry no quirk; without any, the draws are the ones they always were.
+    hot_from, gpus_from = _unspared(scenario, cluster)
+    for node in rng.choice(
+        hot_from, min(scenario.quirks.hot_nodes, _size(hot_from)), replace=False
+    ):
         gpus = np.arange(node * gpus_per_node, (node + 1) * gpus_per_node)
         offset = float(rng.uniform(3, 5)) * scenario.quirks.strength
         episodes.append(Episode("gpu", gpus, 0, duration, "temp", offset))
         quirks.append(Quirk("hot_node", cluster.nodes[node].name, ""))
-    count = min(scenario.quirks.slow_clock_gpus, cluster.gpu_count)
-    for gpu in rng.choice(cluster.gpu_count, count, replace=False):
+    count = min(scenario.quirks.slow_clock_gpus, _size(gpus_from))
+    for gpu in rng.choice(gpus_from, count, replace=False):
         # A binned-low part: 2-3 % less clock, and its rank a little slower, for ever.
         clock = 1 - (1 - float(rng.uniform(0.97, 0.98))) * scenario.quirks.strength
         episodes.append(Episode("gpu", np.array([gpu]), 0, duration, "clock", clock))
         episodes.append(Episode("gpu", np.array([gpu]), 0, duration, "compute", 1 / clock))
         node = cluster.nodes[gpu // gpus_per_node].name
         quirks.append(Quirk("slow_clock_gpu", node, str(gpu % gpus_per_node)))
-    for port in rng.choice(
-        cluster.gpu_count, min(scenario.quirks.noisy_ports, nodes), replace=False
-    ):
+    ports = min(scenario.quirks.noisy_ports, nodes, _size(gpus_from))
+    for port in rng.choice(gpus_from, ports, replace=False):
         rate = 0.05 * scenario.quirks.strength
         episodes.append(Episode("port", np.array([port]), 0, duration, "symbol_error", rate))
         node = cluster.nodes[port // gpus_per_node]
         quirks.append(Quirk("noisy_port", node.name, f"{node.hcas[port % gpus_per_node]}/1"))
     return episodes, quirks
+
+
+def _unspared(scenario: Scenario, cluster: ClusterSpec) -> tuple[int | list[int], int | list[int]]:
+    """The nodes and GPUs (ports) the counted quirks are drawn from: every one, as a count, when
+    no node is ``spare``; otherwise the others, as index lists."""
+    spare = set(scenario.quirks.spare)
+    if not spare:
+        return len(cluster.nodes), cluster.gpu_count
+    nodes = [n for n, node in enumerate(cluster.nodes) if node.name not in spare]
+    per_node = cluster.gpus_per_node
+    return nodes, [n * per_node + g for n in nodes for g in range(per_node)]
+
+
+def _size(population: int | list[int]) -> int:
+    return population if isinstance(population, int) else len(population)
 
 
 # The persistent quirks of a quirky fleet ([quirks] share > 0), each healthy for ever:
@@ -213,9 +231,30 @@ def scheduled_benign(
                     episodes.append(
                         Episode("gpu", gpu, at, at + item.duration_s, "ecc_corrected", 4.0)
                     )
-                else:
+                elif item.kind == "app_xid":
                     events.append(_app_xid(scenario, str(item.node), item.gpu, item.code, at))
+                else:
+                    episodes += _small_anomaly(item, node, gpu, at)
     return episodes, events
+
+
+# The single anomalies of a [[benign]] entry, the same pieces (and sizes) as compound_benign's.
+SMALL_ANOMALIES = {
+    "throttles": ("gpu", {"throttle": SW_THERMAL, "clock": 0.93, "compute": 1.07}),
+    "pcie_replays": ("gpu", {"pcie_replay": 0.25}),
+    "symbol_errors": ("port", {"symbol_error": 1.5}),
+    "cpu_pressure": ("host", {"psi_cpu": 0.12, "cpu_busy": 0.1}),
+}
+
+
+def _small_anomaly(item: BenignEpisode, node: int, gpu: np.ndarray, at: float) -> list[Episode]:
+    level, effects = SMALL_ANOMALIES[item.kind]
+    if item.kind == "cpu_pressure":
+        effects = {**effects, "compute": item.factor}
+    # A GPU's port is the one on its rail: the same global index (one HCA per GPU).
+    entities = np.array([node]) if level == "host" else gpu
+    end = at + item.duration_s
+    return [Episode(level, entities, at, end, name, value) for name, value in effects.items()]
 
 
 def _app_xid(scenario: Scenario, node: str, gpu: int, code: int, at_s: float) -> EventRecord:

@@ -403,7 +403,8 @@ def _fail_slow(where: Where, ctx: Context, out: FaultOutput) -> None:
     # Clock stuck low with no throttle reason: nothing logs it, only the numbers show it. A
     # scenario may set the compute slowdown itself when it models a reported step time.
     clock = where.p("clock", 0.6)
-    _persist(out, "gpu", _one(where.gpu_global), where, clock=clock, power=0.75,
+    _persist(out, "gpu", _one(where.gpu_global), where, clock=clock,
+             power=where.p("power", 0.75),
              compute=where.p("compute", clock**-0.9))  # fmt: skip
 
 
@@ -460,17 +461,23 @@ def _software_crash(where: Where, ctx: Context, out: FaultOutput) -> None:
 
 @fault("compound_benign", "implicit", "node")
 def _compound(where: Where, ctx: Context, out: FaultOutput) -> None:
-    # Each piece alone is within normal background; together they slow one rank ~15 %.
+    # Each piece alone is within normal background; together they slow one rank ~15 %. The
+    # knobs (defaults: the pieces above) let a scenario make the compound smaller.
     gpu, port = _one(where.gpu_global), _one(where.port_global)
-    _persist(out, "gpu", gpu, where, ecc_corrected=0.4, pcie_replay=0.25, compute=1.04)
-    for t in np.arange(where.onset_s, where.end_s, 40.0):
+    _persist(out, "gpu", gpu, where, ecc_corrected=where.p("ecc_rate", 0.4),
+             pcie_replay=where.p("replay_rate", 0.25),
+             compute=where.p("gpu_compute", 1.04))  # fmt: skip
+    every, lasting = where.p("throttle_every_s", 40.0), where.p("throttle_s", 12.0)
+    for t in np.arange(where.onset_s, where.end_s, every):
         out.episodes += [
-            Episode("gpu", gpu, t, t + 12, "throttle", SW_THERMAL),
-            Episode("gpu", gpu, t, t + 12, "clock", 0.93),
-            Episode("gpu", gpu, t, t + 12, "compute", 1.07),
+            Episode("gpu", gpu, t, t + lasting, "throttle", SW_THERMAL),
+            Episode("gpu", gpu, t, t + lasting, "clock", 0.93),
+            Episode("gpu", gpu, t, t + lasting, "compute", 1.07),
         ]
-    _persist(out, "port", port, where, symbol_error=1.5, comm=1.12)
-    _persist(out, "host", _one(where.node), where, psi_cpu=0.12, cpu_busy=0.1, compute=1.05)
+    _persist(out, "port", port, where, symbol_error=where.p("symbol_rate", 1.5),
+             comm=where.p("comm", 1.12))  # fmt: skip
+    _persist(out, "host", _one(where.node), where, psi_cpu=where.p("psi_cpu", 0.12),
+             cpu_busy=0.1, compute=where.p("host_compute", 1.05))  # fmt: skip
 
 
 @fault("pipeline_imbalance", "none", "none")
@@ -639,6 +646,37 @@ def _local_disk_slow(where: Where, ctx: Context, out: FaultOutput) -> None:
     )
 
 
+# ---- drift: a part that was normal becomes what a quirky part always was (issue 17) ---------
+
+
+def _drift(gpus: np.ndarray, where: Where, out: FaultOutput) -> None:
+    """The GPUs lose a few % of clock, with no throttle reason and nothing logged: worn thermal
+    interface material or a weakening fan lets them run ``temp_rise`` degrees hotter and GPU
+    Boost holds a lower clock there, or (``temp_rise = 0``) a power-delivery part no longer
+    sustains the boost clock. Nothing else changes (power follows the load), so the signature
+    is the one a binned-low or hot-running healthy part has always had (``background``
+    quirks): only the part's own history says it is new. The heat builds over ``rise_s`` and
+    the clock drops half-way, as in ``thermal_throttle``."""
+    t, heat, rise = where.onset_s, where.p("temp_rise", 5.0), where.p("rise_s", 60.0)
+    clock = where.p("clock", 0.97)
+    if rise > 0:
+        out.episodes.append(Episode("gpu", gpus, t, t + rise, "temp", heat, ramp=True))
+    out.episodes.append(Episode("gpu", gpus, t + rise, where.end_s, "temp", heat))
+    slow = Where(**{**where.__dict__, "onset_s": t + rise / 2})
+    _persist(out, "gpu", gpus, slow, clock=clock, compute=where.p("compute", 1 / clock))
+
+
+@fault("gpu_clock_drift", "implicit", "gpu")
+def _gpu_clock_drift(where: Where, ctx: Context, out: FaultOutput) -> None:
+    _drift(_one(where.gpu_global), where, out)
+
+
+@fault("node_clock_drift", "implicit", "node")
+def _node_clock_drift(where: Where, ctx: Context, out: FaultOutput) -> None:
+    # A chassis-level cause (a fan wall, an inlet): every GPU of the node drifts together.
+    _drift(_node_gpus(where, ctx), where, out)
+
+
 # ---- one GPU, two sources: the kernel log and NVML (issue 16: PCI id vs GPU index) -----------
 
 KERNEL_XID_TEXT = {
@@ -771,4 +809,8 @@ DESCRIPTIONS = {
     "local_disk_slow": "a node's local disk is busy at a fraction of its throughput; its data "
     "loading slows",
     "xid_kmsg_and_nvml": "one XID reported by the kernel log (PCI id only) and by NVML (GPU index)",
+    "gpu_clock_drift": "a GPU that ran normally drifts a few % slower and a few degrees hotter, "
+    "no throttle reason: like a binned-low part, but new",
+    "node_clock_drift": "every GPU of a node drifts a few % slower and hotter (a chassis cooling "
+    "cause), no throttle reason",
 }

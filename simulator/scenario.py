@@ -54,6 +54,7 @@ class Quirks:
     # A quirky fleet: this share of the nodes (drawn per seed, never the ``spare`` ones) each
     # carry ``kinds_per_node`` of the persistent quirks in ``background.FLEET_QUIRKS`` (hot,
     # 1-3 % slow GPU, noisy NIC counters, corrected-ECC bursts). 0 leaves the fleet as above.
+    # ``spare`` nodes get none of the counted quirks above either (hot, slow-clock, noisy).
     share: float = 0.0
     kinds_per_node: int = 2
     spare: tuple[str, ...] = ()
@@ -116,6 +117,15 @@ class BenignEpisode:
       ``count`` times, ``every_s`` apart;
     * ``ecc_bursts``: corrected-ECC bursts of ``duration_s`` on ``node`` GPU ``gpu``, ``count``
       times, ``every_s`` apart (errors that come and go, each burst within normal background).
+
+    Single small anomalies on one node, each ``count`` times for ``duration_s``, ``every_s``
+    apart, as the pieces of ``compound_benign`` are (a node that carries one of them is normal):
+
+    * ``throttles``: GPU ``gpu`` throttles (software thermal), clock 0.93, its rank x1.07;
+    * ``pcie_replays``: GPU ``gpu`` replays PCIe packets, 0.25 a second, at full link width;
+    * ``symbol_errors``: the port of GPU ``gpu``'s rail counts 1.5 symbol errors a second;
+    * ``cpu_pressure``: the host's CPU pressure (PSI 0.12) slows its ranks by ``factor``
+      (at most 1.1).
     """
 
     kind: str
@@ -131,7 +141,8 @@ class BenignEpisode:
 
 
 BENIGN_KINDS = {"congestion": "job", "storage_slow": "job", "app_xid": "node",
-                "ecc_bursts": "node"}  # fmt: skip
+                "ecc_bursts": "node", "throttles": "node", "pcie_replays": "node",
+                "symbol_errors": "node", "cpu_pressure": "node"}  # fmt: skip
 APPLICATION_XIDS = {13, 31, 43, 45}
 
 
@@ -396,6 +407,9 @@ def _check_benign(scenario: Scenario, where: str) -> None:
             raise ScenarioError(f"{at}.code: {episode.code} is not in {sorted(APPLICATION_XIDS)}")
         if not 0 <= episode.gpu < scenario.gpus_per_node or episode.count < 1:
             raise ScenarioError(f"{at}: gpu out of range or count below 1")
+        if episode.kind == "cpu_pressure" and not 1.0 <= episode.factor <= 1.1:
+            raise ScenarioError(f"{at}.factor: a benign CPU pressure slows by 1.0-1.1, "
+                                f"not {episode.factor}")  # fmt: skip
 
 
 def _is_node(name: str | None, nodes: int) -> bool:

@@ -88,7 +88,8 @@ def event_s(r: Run, event: Point) -> float:
 # Fault types written for the evaluation families of issue 16 (hidden_fields, comm_straggler,
 # one_gpu_two_sources): their scenarios and tests are there (tests/test_families_signals.py).
 FAMILY_ONLY = {"ib_rate_degraded", "ib_link_flap", "nic_speed_degraded", "power_cap",
-               "hbm_clock_low", "local_disk_slow", "xid_kmsg_and_nvml"}  # fmt: skip
+               "hbm_clock_low", "local_disk_slow", "xid_kmsg_and_nvml",
+               "gpu_clock_drift", "node_clock_drift"}  # fmt: skip
 LIBRARY_KINDS = sorted(set(fault_types()) - FAMILY_ONLY)
 
 
