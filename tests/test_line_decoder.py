@@ -5,15 +5,19 @@ verdict, the same reject with the same reason, and frames equal row for row to t
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import numpy as np
 import pytest
 from fuzz_support import fuzz_input
 
-from reflex_localize.schemas.codec import decode, encode
+import reflex_localize.schemas.line_decoder as line_decoder
+from reflex_localize.schemas.codec import Point, decode, encode
+from reflex_localize.schemas.contract import Schema
 from reflex_localize.schemas.frame import Frame, frames_from_points
 from reflex_localize.schemas.frame_codec import encode_frame
 from reflex_localize.schemas.line_decoder import decode_block
+from reflex_localize.schemas.line_decoder_tokens import SMALLEST_KIND
 from reflex_localize.shell.sample_points import sample_points
 from reflex_localize.simulator import Simulation, load_scenario
 
@@ -83,3 +87,87 @@ def test_values_the_fast_path_must_leave_to_the_strict_decoder() -> None:
     lines += ["host,cluster=c load1=1 5", f"{head} nope=1 5", f"{head},node=a=b load1=1 5"]
     for carry_tags in (True, False):
         assert_agrees_with_strict(lines + VALID_LINES, carry_tags)
+
+
+def test_quoted_strings_are_cut_as_the_strict_decoder_cuts_them() -> None:
+    """Separators inside quotes, quotes in the head, unpaired or escaped quotes, strings where
+    numbers belong and numbers where strings belong: each line gets the strict verdict."""
+    member = "job_membership,cluster=c,job=j,node=n1,rank=0"
+    info = "gpu_info,cluster=c,gpu=0,node=n1,profile=p"
+    strings = ['"h100 sxm, 80GB=x"', '""', '"a"b"', '"x" "y"', "h100", '"', '"open']
+    lines = [f"{member} gpu=0i,world_size=8i,profile={s},active=true 5" for s in strings]
+    lines += [f'{info} uuid="GPU-1",serial="1 2",pci_bus_id="0:1",name={s},driver_version="5" 5'
+              for s in strings]  # fmt: skip
+    lines += [
+        f'{member} gpu="0",world_size=8i,profile="p",active=true 5',
+        f'{member} gpu=0i,world_size=8i,profile="p\\"q",active=true 5',
+        f'{member},x="q" gpu=0i,world_size=8i,profile="p",active=true 5',
+        'job"membership,cluster=c gpu=0i 5',
+        f'{member} gpu=0i,profile="p" "5"',
+        f'{member} gpu=0i,profile="p q" 5 6',
+        f'{member} gpu=0i,profile="p=q,r s"',
+    ]
+    for carry_tags in (True, False):
+        assert_agrees_with_strict(lines + demo_lines(10)[::50], carry_tags)
+
+
+def test_lines_of_one_width_are_told_apart_by_every_byte_of_their_names() -> None:
+    """Kinds are found by separators and names; a name differing in one byte, a different
+    measurement, or tags and fields traded across the space, is a kind of its own."""
+    head = "host,cluster=c,node=n"
+    lines = [f"{head}1 load1=1,load5=2 5", f"{head}2 load1=1,load6=2 5",
+             f"{head}3 load5=1,load1=2 5", "hosu,cluster=c,node=n4 load1=1,load5=2 5",
+             f"{head}5,load1=1 load5=2 5", "host,cluster=c,nodf=n6 load1=1,load5=2 5",
+             f"{head}7 load1=1,load5=2 5", f"{head}8 load1=1,load15=2 5",
+             f"{head}9 load1=1,load5=2,load15=3 5", f"{head}1 =1 5",
+             f"{head}1 load1=1\x00,load5=2 5", f"{head}\u00e9 load1=1 5", f"{head}1 load1=1 5\x00",
+             "", " ", "host", "host 5", "host,cluster=c"]  # fmt: skip
+    for carry_tags in (True, False):
+        assert_agrees_with_strict(lines * 3, carry_tags)
+
+
+def test_a_line_holding_a_line_break_is_left_to_the_strict_decoder() -> None:
+    lines = [*VALID_LINES[:5], VALID_LINES[0] + "\n" + VALID_LINES[1], *VALID_LINES[5:10]]
+    assert_agrees_with_strict(lines, carry_tags=True)
+
+
+def test_a_real_capture_never_needs_the_strict_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Quoted strings too (job membership, GPU info) are read by the fast path: the replay's
+    speed depends on it. Only a measurement with too few lines to be worth a kind (an event)
+    may be left to the strict decoder."""
+    lines = demo_lines(30)
+    lines.insert(100, 'event,cluster=sim,kind=mce,node=n1,source=kmsg code=14i,message="m" 1')
+    per_measurement = Counter(line.partition(",")[0] for line in lines)
+    strict = line_decoder.decode
+
+    def only_rare(line: str, schema: Schema | None = None, *, carry_tags: bool = False) -> Point:
+        assert per_measurement[line.partition(",")[0]] < SMALLEST_KIND, line
+        return strict(line, schema, carry_tags=carry_tags)
+
+    monkeypatch.setattr(line_decoder, "decode", only_rare)
+    assert any('"' in line for line in lines) and per_measurement["event"] == 1
+    block = decode_block(lines, carry_tags=True)
+    assert sum(len(p) for p in block.positions) == len(lines) and not block.rejects
+
+
+def test_many_lines_that_are_not_plain_and_many_kinds_of_one_width() -> None:
+    """Past a few thousand bytes that make lines not plain, or past the kinds one width may
+    have, the block decoder takes other paths: the verdicts stay the strict decoder's."""
+    head = "host,cluster=c,node=n"
+    lines = [f"{head}{i % 7} load1={i}.5 5" for i in range(6_000)]
+    lines[::2] = [f"{head}\u00e9{i} load1=1 5" for i in range(3_000)]  # 6,000 bytes not plain
+    lines[1::6] = [f'{head}{i} load1="x{i}" 5' for i in range(1_000)]  # and quotes
+    lines += [f"{head}1,x{i}=v load1=1 5" for i in range(40)]  # 40 kinds of one width
+    assert_agrees_with_strict(lines, carry_tags=True)
+    assert_agrees_with_strict(lines[:200] + lines[-40:], carry_tags=False)
+
+
+def test_a_block_read_in_pieces_is_decoded_as_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Frames and rejects do not depend on where the pieces of a large block end."""
+    rng = random.Random(11)
+    seeds = VALID_LINES + demo_lines(10)[::97]
+    lines = [rng.choice(seeds) if rng.random() < 0.7 else fuzz_input(rng, seeds)
+             for _ in range(600)]  # fmt: skip
+    for piece_lines in (7, 64, 599):
+        monkeypatch.setattr(line_decoder, "_PIECE_LINES", piece_lines)
+        assert_agrees_with_strict(lines, carry_tags=True)
