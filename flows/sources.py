@@ -293,7 +293,8 @@ class _Replay:
     def __init__(self, source: LineProtocolSource, shards: frozenset[int] | None) -> None:
         self.source = source
         # The shards whose lines this pass decodes; None: all (no node need be read).
-        self.mine = None if shards is None or source.n_shards == 1 else shards
+        # (A pass for every shard needs no node read either.)
+        self.mine = None if shards is None or len(shards) >= source.n_shards else shards
         self.counts_shared = self.mine is None or 0 in self.mine
         self.window_ns, self.disorder = source.window_ns, source.disorder
         self.pending: dict[int, _OpenWindow] = {}
