@@ -484,16 +484,15 @@ class JobState:
         def cutoff(signal: str) -> float:
             return end_ns - (steps_ns if signal == STEP_SIGNAL else window_ns)
 
-        held = {
-            signal
-            for (e, signal), since in self.book.since.items()
-            if e == entity and since <= cutoff(signal)
-        }
+        ongoing = {signal: since for (e, signal), since in self.book.since.items() if e == entity}
         held_weight = recent_weight = 0.0
         for note in self.book.notes(entity):
-            if note.signal in held:
+            since = ongoing.get(note.signal)
+            if since is not None and since <= cutoff(note.signal):
                 held_weight += note.weight
-            elif note.since_ns > cutoff(note.signal):
+            elif since is None and note.since_ns > cutoff(note.signal):
+                # A point in time (an error just logged) or a signal already gone again; a
+                # signal still on since lately (a recurring throttle) weighs on neither side.
                 recent_weight += note.weight
         return held_weight > 0 and held_weight >= recent_weight
 
