@@ -472,29 +472,18 @@ class JobState:
         return top if top.score >= self.config.min_suspect_score else None
 
     def _held(self, entity: str, end_ns: int) -> bool:
-        """The part's evidence has held for PERSIST_WINDOWS, and what held weighs at least as
-        much as what is new. A slowdown builds over several windows before it triggers; what
-        went wrong only in the last one or two (a GPU's throttle of a few seconds, which a
-        large fleet has every minute; a corrected MCE on a host that is otherwise a little
-        busy) did not cause it. Its own slow steps count once they span two steps: with steps
-        longer than a window, one slow step stays the latest for several windows."""
+        """Some evidence of the part has held for PERSIST_WINDOWS. A slowdown builds over
+        several windows before it triggers; a part that went wrong only in the last one or two
+        (a GPU's throttle of a few seconds, which a large fleet has every minute) did not
+        cause it. Its own slow steps count once they span two steps: with steps longer than a
+        window, one slow step stays the latest for several windows."""
         window_ns = PERSIST_WINDOWS * self.config.window_seconds * 1e9
         steps_ns = max(window_ns, 2 * self.step_now * 1e9)
-
-        def cutoff(signal: str) -> float:
-            return end_ns - (steps_ns if signal == STEP_SIGNAL else window_ns)
-
-        ongoing = {signal: since for (e, signal), since in self.book.since.items() if e == entity}
-        held_weight = recent_weight = 0.0
-        for note in self.book.notes(entity):
-            since = ongoing.get(note.signal)
-            if since is not None and since <= cutoff(note.signal):
-                held_weight += note.weight
-            elif since is None and note.since_ns > cutoff(note.signal):
-                # A point in time (an error just logged) or a signal already gone again; a
-                # signal still on since lately (a recurring throttle) weighs on neither side.
-                recent_weight += note.weight
-        return held_weight > 0 and held_weight >= recent_weight
+        return any(
+            since <= end_ns - (steps_ns if signal == STEP_SIGNAL else window_ns)
+            for (e, signal), since in self.book.since.items()
+            if e == entity
+        )
 
     def _held_regression(self, window: int, end_ns: int) -> LocalizationEvent | None:
         """A regression is told once a suspect stands out, or after the hold with none."""
