@@ -38,13 +38,16 @@ BACK_PRESSURE = "nic_xmit_wait_rate"
 Weights = Callable[[str], dict[str, float]]  # hardware profile -> signal -> weight
 
 
-OWN_ALONE_DISCOUNT = 3.0  # spreads taken off a deviation from own history that peers do not share
+# Spreads taken off a departure from the part's own history that the peer comparison does
+# not see (see combine_deviations).
+OWN_ALONE_DISCOUNT = 3.0
 
 
 def combine_deviations(own: np.ndarray, peers: np.ndarray, mode: str) -> np.ndarray:
-    """Reflex needs a deviation from both the entity's own history and its peers: a job that
-    heats every GPU is not one bad GPU, and a GPU that always runs hot is not a new fault.
-    While an entity's baseline warms up, its peers alone count, at a discount."""
+    """Reflex counts in full a deviation from both the entity's own history and its peers: a
+    job that heats every GPU is not one bad GPU, and a GPU that always runs hot is not a new
+    fault. Either alone counts at a discount: its peers while its baseline warms up, its own
+    history when its peers look the same as it does."""
     if mode == "peer_only":
         return peers
     if mode == "temporal_only":

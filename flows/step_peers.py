@@ -178,7 +178,7 @@ class StepPeers:
         # must not pass for the whole stage (or the job) moving with the data.
         levels = {int(s): _faster_half(values[stages == s]) for s in np.unique(stages)}
         self.stage_levels = [*self.stage_levels, levels][-2 * self.pattern_steps :]
-        well_above = np.flatnonzero(np.nan_to_num(ratio, nan=0.0) >= 1 + 2 * self.min_excess)
+        well_above = np.flatnonzero(np.isfinite(ratio) & (ratio >= 1 + 2 * self.min_excess))
         ratios = {ranks[i]: float(ratio[i]) for i in well_above.tolist()}
         self.rank_ratios = [*self.rank_ratios, ratios][-2 * self.pattern_steps :]
 
