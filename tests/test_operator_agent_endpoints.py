@@ -160,18 +160,24 @@ def test_reflex_collect_serves_health_and_logs_json(tmp_path: Path) -> None:
     )
     try:
         wait_for(lambda: _answers(port))
+        # Health is served before the first collection ends: wait for one host run.
+        wait_for(lambda: _host_runs(get(port, "/metrics")[1]) >= 1)
         metrics = get(port, "/metrics")[1]
         assert get(port, "/healthz") == (200, "ok\n")
     finally:
         agent.send_signal(signal.SIGTERM)
         _, stderr = agent.communicate(timeout=30)
     assert agent.returncode == 0, stderr.decode()[-2000:]
-    assert sample(metrics, 'reflex_agent_collector_runs_total{collector="host"}') >= 1
+    assert _host_runs(metrics) >= 1
     assert "reflex_agent_queue_points" not in metrics  # --stdout: no writer to report on
     lines = stderr.decode().splitlines()
     records = [json.loads(line) for line in lines]  # every line is one JSON object
     assert {"time", "level", "logger", "process", "message"} <= set(records[0])
     assert any(r["message"].startswith("health and metrics on http://127.0.0.1:") for r in records)
+
+
+def _host_runs(metrics: str) -> float:
+    return sample(metrics, 'reflex_agent_collector_runs_total{collector="host"}')
 
 
 def _answers(port: int) -> bool:
