@@ -69,13 +69,14 @@ def main() -> None:
     )
     parser.add_argument("--modes", default="reflex,peer_only,temporal_only,threshold")
     parser.add_argument("--scenario", default="benign_soak", help="benign_soak or quirky_soak")
-    parser.add_argument("--seeds", type=int, default=1, help="how many seeds, from 7 up")
+    parser.add_argument("--seeds", type=int, default=1, help="how many seeds, from --first-seed up")
+    parser.add_argument("--first-seed", type=int, default=7, help="to extend an earlier run")
     parser.add_argument("--duration-s", type=float, help="cut each run to this many seconds")
     args = parser.parse_args()
     path = str(SCENARIOS / f"{args.scenario}.toml")
     scenario = load_scenario(path)
     duration_s = args.duration_s or scenario.duration_s
-    seeds = range(7, 7 + args.seeds)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     for mode in args.modes.split(","):
         started, events, node_hours = time.monotonic(), [], 0.0
         for seed in seeds:
