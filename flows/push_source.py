@@ -57,8 +57,10 @@ from reflex_localize.flows.push_receiver import DEFAULT_MAX_BODY_BYTES, PushRece
 from reflex_localize.flows.sources import line_owner, select_shard, shard_names
 from reflex_localize.influx.config import InfluxSettings
 from reflex_localize.schemas.codec import Point, PointError
+from reflex_localize.schemas.contract import load_schema
 from reflex_localize.schemas.foreign_translate import ForeignTranslator
-from reflex_localize.schemas.frame import frames_from_points
+from reflex_localize.schemas.frame import Frame
+from reflex_localize.schemas.line_decoder import FramePart, assemble, decode_block, points_parts
 from reflex_localize.schemas.line_file import line_stamp
 
 _log = logging.getLogger(__name__)
@@ -238,6 +240,7 @@ class PushPartition(StatefulSourcePartition[WindowBatch, int]):
         # Telegraf and dcgm-exporter lines become Reflex points (schemas/foreign_translate.py);
         # they carry host, not node, so every shard translates them and keeps its own rows.
         self._foreign = ForeignTranslator()
+        self._block_heads: dict[str, bool] = {}  # measurement -> decoded in the window's block
         self._warned = False  # that the stream has not taken over
         self.stats = PushStats()
         self._reader = InfluxSource(
@@ -382,22 +385,8 @@ class PushPartition(StatefulSourcePartition[WindowBatch, int]):
 
     def _batch(self, window: int, lines: dict[str, str]) -> WindowBatch:
         src = self._source
-        points: list[Point] = []
-        errors: list[ErrorRecord] = []
-        for line in sorted(lines):  # the stream's batching must not change the frames
-            try:
-                got, notes = self._foreign.decode(line)  # a foreign tag is carried, not refused
-            except Exception as error:
-                if lines[line]:  # counted here (its own shard, or shard 0 for shared lines)
-                    code = error.code if isinstance(error, PointError) else "unparseable"
-                    self.stats.rejected += 1
-                    errors.append(ErrorRecord("source", code, f"{lines[line]}: {error}"[:300]))
-                continue
-            points.extend(got)
-            if lines[line]:
-                errors.extend(ErrorRecord(n.where, n.code, n.detail) for n in notes)
+        frames, errors = self._frames(lines)
         start = window * src.window_ns
-        frames = frames_from_points(points) if points else []
         # Lines of unknown shard were decoded by every shard: each keeps its own rows.
         frames = select_shard(frames, self.index, src.n_shards, self._owners)
         return WindowBatch(
@@ -409,6 +398,55 @@ class PushPartition(StatefulSourcePartition[WindowBatch, int]):
             errors=errors,
             n_shards=src.n_shards,
         )
+
+    def _frames(self, lines: dict[str, str]) -> tuple[list[Frame], list[ErrorRecord]]:
+        """A window's lines as frames, in sorted line order (the stream's batching must not
+        change them): Reflex lines decoded in one block (schemas/line_decoder.py), foreign
+        ones one by one, as the translator keeps memory; rejects counted where ``lines`` says.
+        Each reject is kept with the place of its line, so they go out in line order."""
+        block_lines: list[str] = []
+        points: list[tuple[int, Point]] = []  # a point after b block lines sorts at 2b
+        errors: list[tuple[int, ErrorRecord]] = []
+        for line in sorted(lines):
+            if self._deferred(line):
+                block_lines.append(line)
+                continue
+            place = 2 * len(block_lines)
+            try:
+                got, notes = self._foreign.decode(line)
+            except Exception as error:
+                if lines[line]:  # counted here (its own shard, or shard 0 for shared lines)
+                    errors.append((place, self._decode_error(lines[line], error)))
+                continue
+            points += [(place, point) for point in got]
+            if lines[line]:
+                errors += [(place, ErrorRecord(n.where, n.code, n.detail)) for n in notes]
+        block = decode_block(block_lines, carry_tags=True)
+        for position, error in block.rejects:
+            where = lines[block_lines[position]]
+            if where:
+                errors.append((2 * position + 1, self._decode_error(where, error)))
+        parts = points_parts(points, load_schema())
+        parts += [
+            FramePart.of(frame, 2 * positions + 1)
+            for frame, positions in zip(block.frames, block.positions, strict=True)
+        ]
+        errors.sort(key=lambda placed: placed[0])
+        return assemble(parts)[0], [record for _, record in errors]
+
+    def _decode_error(self, where: str, error: Exception) -> ErrorRecord:
+        self.stats.rejected += 1
+        code = error.code if isinstance(error, PointError) else "unparseable"
+        return ErrorRecord("source", code, f"{where}: {error}"[:300])
+
+    def _deferred(self, line: str) -> bool:
+        """Whether a line waits for its window's block decode: every line but a foreign one."""
+        head = line.partition(",")[0].partition(" ")[0]
+        deferred = self._block_heads.get(head)
+        if deferred is None:  # as ForeignTranslator.decode chooses
+            deferred = "\\" in head or not self._foreign.is_foreign(head)
+            self._block_heads[head] = deferred
+        return deferred
 
     def next_awake(self) -> datetime | None:
         return self._awake
