@@ -422,10 +422,10 @@ class PushPartition(StatefulSourcePartition[WindowBatch, int]):
             if lines[line]:
                 errors += [(place, ErrorRecord(n.where, n.code, n.detail)) for n in notes]
         block = decode_block(block_lines, carry_tags=True)
-        for position, error in block.rejects:
+        for position, refused in block.rejects:
             where = lines[block_lines[position]]
             if where:
-                errors.append((2 * position + 1, self._decode_error(where, error)))
+                errors.append((2 * position + 1, self._decode_error(where, refused)))
         parts = points_parts(points, load_schema())
         parts += [
             FramePart.of(frame, 2 * positions + 1)

@@ -7,6 +7,7 @@ epoch (``time_ns // window_ns``) so every source cuts the same windows from the 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import numpy as np
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
 from reflex_localize.flows.messages import ErrorRecord, WindowBatch, shard_of
+from reflex_localize.flows.plain_runs import PlainRuns
 from reflex_localize.flows.shared_windows import SharedWindows, split_by_shard
 from reflex_localize.flows.stream_clock import StampCheck, median_start
 from reflex_localize.schemas.codec import Point, PointError
@@ -23,7 +25,7 @@ from reflex_localize.schemas.contract import load_schema
 from reflex_localize.schemas.foreign_translate import ForeignTranslator
 from reflex_localize.schemas.frame import Frame, frames_from_points
 from reflex_localize.schemas.line_decoder import FramePart, assemble, decode_block, points_parts
-from reflex_localize.schemas.line_file import data_lines, line_stamp, raw_tag
+from reflex_localize.schemas.line_file import data_lines, data_pieces, is_data, line_stamp, raw_tag
 
 
 def shard_names(n_shards: int) -> list[str]:
@@ -207,6 +209,7 @@ class LineProtocolSource(WindowedSource):
     rows_selected = True
     start_lines = 64  # stamps whose median starts the clock
     jump_quorum = 32  # held lines that confirm a jump of the stream
+    piece_chars = 1 << 22  # read at a time (tests make it small, to cross many pieces)
 
     def __init__(
         self,
@@ -251,34 +254,48 @@ class LineProtocolSource(WindowedSource):
         held: list[tuple[int, str, int]] = []  # far-ahead lines waiting for the stream
         since_held = 0  # lines within the clock read since the first held one
         low, high = check.bounds() if check is not None else (0.0, -1.0)
-        for number, line in data_lines(self.path):
-            stamp = line_stamp(line)
-            # Nearly every line: a trusted stamp in an open window the clock has reached.
-            if (
-                stamp is not None
-                and not held
-                and low <= stamp <= high
-                and replay.closed < stamp // self.window_ns <= replay.newest
-                and replay.queue(number, line, stamp)
-            ):
-                continue
-            if stamp is not None and check is not None:
-                refused = check.refusal(stamp)
-                if refused is not None:
-                    replay.refuse(number, line, *refused)
+        mapping = replay.foreign.mapping
+        runs = PlainRuns(replay, math.ceil(low), math.floor(high), self.window_ns, mapping)
+        for before, lines, text in data_pieces(self.path, self.piece_chars):
+            runs.read(lines, text)
+            at = 0
+            while at < len(lines):
+                # Nearly every line: a trusted stamp in an open window the clock has reached,
+                # taken a run at a time while the stream holds nothing far ahead.
+                if not held and (end := runs.end(at)) > at:
+                    replay.queue_run(before, lines, runs, at, end)
+                    at = end
                     continue
-                if stamp // self.window_ns > replay.newest + self.disorder + 1:
-                    held.append((number, line, stamp))
-                    if len(held) >= self.jump_quorum:  # the stream jumped: follow it
-                        yield from replay.take_all(held)
-                        held, since_held = [], 0
+                number, line = before + at + 1, lines[at]
+                at += 1
+                if not is_data(line):
                     continue
-                if held:
-                    since_held += 1
-                    if since_held > 2 * self.jump_quorum:  # the stream went on without them
-                        replay.refuse_ahead(held)
-                        held, since_held = [], 0
-            yield from replay.take(number, line, stamp)
+                stamp = line_stamp(line)
+                if (
+                    stamp is not None
+                    and not held
+                    and low <= stamp <= high
+                    and replay.closed < stamp // self.window_ns <= replay.newest
+                    and replay.queue(number, line, stamp)
+                ):
+                    continue
+                if stamp is not None and check is not None:
+                    refused = check.refusal(stamp)
+                    if refused is not None:
+                        replay.refuse(number, line, *refused)
+                        continue
+                    if stamp // self.window_ns > replay.newest + self.disorder + 1:
+                        held.append((number, line, stamp))
+                        if len(held) >= self.jump_quorum:  # the stream jumped: follow it
+                            yield from replay.take_all(held)
+                            held, since_held = [], 0
+                        continue
+                    if held:
+                        since_held += 1
+                        if since_held > 2 * self.jump_quorum:  # the stream went on without them
+                            replay.refuse_ahead(held)
+                            held, since_held = [], 0
+                yield from replay.take(number, line, stamp)
         if held and since_held == 0:
             yield from replay.take_all(held)  # the stream ended after a jump: follow it
         elif held:
@@ -409,6 +426,24 @@ class _Replay:
             return False
         pending.add_line(number, line, stamp, counted)
         return True
+
+    def queue_run(self, before: int, lines: list[str], runs: PlainRuns, at: int, end: int) -> None:
+        """Takes lines ``at:end`` of a piece (``before`` lines came before it), a run that
+        :class:`~flows.plain_runs.PlainRuns` found: as :meth:`queue` takes each of them."""
+        windows, stamps = runs.windows[at:end], runs.stamps[at:end]  # type: ignore[index]
+        first = int(windows[0])
+        if windows[-1] == first and (windows == first).all():
+            held = self.open(first)
+            held.numbers.extend(range(before + at + 1, before + end + 1))
+            held.lines.extend(lines[at:end])
+            held.stamps.extend(stamps.tolist())
+            return
+        for window in np.unique(windows).tolist():
+            rows = np.flatnonzero(windows == window).tolist()
+            held = self.open(window)
+            held.numbers.extend(before + at + 1 + row for row in rows)
+            held.lines.extend(lines[at + row] for row in rows)
+            held.stamps.extend(stamps[rows].tolist())
 
     def open(self, window: int) -> _OpenWindow:
         held = self.pending.get(window)

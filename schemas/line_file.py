@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+
 _MAX_STAMP_DIGITS = len(str(1 << 63))
 
 
@@ -26,20 +28,66 @@ def data_lines(path: Path, piece_chars: int = 1 << 22) -> Iterator[tuple[int, st
     holds data: blank lines and ``#`` comments are skipped, numbers count every line. Bytes
     that are not UTF-8 are replaced, so the decoder rejects that line rather than the read
     failing. The file is read ``piece_chars`` characters at a time."""
-    number = 0
+    for before, lines, _ in data_pieces(path, piece_chars):
+        for offset, line in enumerate(lines, before + 1):
+            if is_data(line):
+                yield offset, line
+
+
+def data_pieces(path: Path, piece_chars: int = 1 << 22) -> Iterator[tuple[int, list[str], str]]:
+    """``(lines before the piece, its lines, their text)`` for pieces of about ``piece_chars``
+    characters of the file, every line included (see :func:`is_data`), so that a reader can
+    treat a piece's lines with array operations."""
+    before = 0
     with Path(path).open(errors="replace") as handle:
         rest = ""
         # Read in large pieces and split at C speed: iterating a file line by line costs more
         # than a replay spends on most lines. Text mode turns "\r\n" and "\r" into "\n".
         while piece := handle.read(piece_chars):
-            lines = (rest + piece).split("\n")
-            rest = lines.pop()
-            for line in lines:
-                number += 1
-                if line and not line.isspace() and line[0] != "#":
-                    yield number, line
-        if rest and not rest.isspace() and rest[0] != "#":
-            yield number + 1, rest
+            text, _, rest = (rest + piece).rpartition("\n")
+            if text or _:
+                lines = text.split("\n")
+                yield before, lines, text
+                before += len(lines)
+        if rest:
+            yield before, [rest], rest
+
+
+def is_data(line: str) -> bool:
+    """Whether a line holds data: not blank, not a ``#`` comment."""
+    return bool(line) and not line.isspace() and line[0] != "#"
+
+
+def plain_stamps(lines: list[str], text: str) -> np.ndarray | None:
+    """Each line's :func:`line_stamp` where it is plain (ASCII digits after the line's last
+    space, with nothing after them), else -1: those lines need :func:`line_stamp` itself.
+    ``text`` is the lines joined by newlines. None when no line's stamp can be read so (a
+    NUL or a non-ASCII character in a stamp).
+
+    >>> plain_stamps(["m f=1 17", "m f=1 17 ", "# m f=1 5", "m f=1 1_0"], "").tolist()
+    [17, -1, -1, -1]
+    """
+    if "\0" in text:  # bytes arrays drop trailing NULs, which would make "5\0" read as 5
+        return None
+    words = [line.rpartition(" ")[2] for line in lines]
+    try:
+        raw = np.array(words, dtype=np.bytes_)
+    except UnicodeEncodeError:
+        return None
+    if raw.itemsize > _MAX_STAMP_DIGITS:
+        return None  # a long last word somewhere: rare enough to read every line the slow way
+    digits = raw.view(np.uint8).reshape(len(words), raw.itemsize)
+    plain = ((digits >= ord("0")) & (digits <= ord("9"))) | (digits == 0)
+    width = (digits != 0).sum(axis=1)
+    good = plain.all(axis=1) & (width > 0)
+    good &= np.array([line[:1] != "#" for line in lines], bool)
+    values = np.full(len(words), -1, np.int64)
+    if good.any():
+        parsed = raw[good].astype(np.uint64)
+        fits = parsed < np.uint64(1 << 63)
+        chosen = np.flatnonzero(good)
+        values[chosen[fits]] = parsed[fits].astype(np.int64)
+    return values
 
 
 def line_stamp(line: str) -> int | None:

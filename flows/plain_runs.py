@@ -1,0 +1,81 @@
+"""Runs of plain lines in a piece of a replayed file, taken a run at a time.
+
+A replay spent more time on its per-line loop (read the stamp, check the clock, file the line
+in its window) than on decoding. Nearly every line of a capture is plain: its stamp is ASCII
+digits, it falls in an open window the clock has reached, and its measurement is Reflex's (so
+it waits for its window's block decode). :class:`PlainRuns` reads a piece's stamps with array
+operations (:func:`schemas.line_file.plain_stamps`) and finds where such a run ends; the
+replay files the run's lines with a few list extends, and takes every other line one at a
+time as before. Only when the pass decodes every shard (it reads no node) and no foreign
+measurement begins a line of the piece (those are translated in line order, one at a time).
+
+The run is exactly the lines the per-line loop would have queued: a stamp read here is the
+one :func:`~schemas.line_file.line_stamp` reads, and the bounds are the stamp check's
+(:meth:`flows.stream_clock.StampCheck.bounds`) rounded inwards to whole nanoseconds, which
+integer stamps compare with as they compare with the float bounds.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from reflex_localize.schemas.foreign_mapping import PROMETHEUS_MEASUREMENTS, ForeignMapping
+from reflex_localize.schemas.line_file import plain_stamps
+
+_NO_WINDOW = np.iinfo(np.int64).min  # outside every clock: the line goes the long way
+_FIRST_LOOK = 256  # lines checked at first for the run's end; the look grows fourfold
+
+
+class _Clock(Protocol):
+    closed: int  # the last window closed
+    newest: int  # the newest window the clock has reached
+    mine: frozenset[int] | None  # the shards the pass decodes (None: all)
+
+
+class PlainRuns:
+    """The windows of a piece's lines, ``_NO_WINDOW`` where a line must go the long way."""
+
+    def __init__(
+        self, clock: _Clock, low_ns: int, high_ns: int, window_ns: int, mapping: ForeignMapping
+    ) -> None:
+        self._clock, self._low, self._high, self._window_ns = clock, low_ns, high_ns, window_ns
+        self._foreign = frozenset({*mapping.by_measurement, *PROMETHEUS_MEASUREMENTS})
+        self.stamps = np.empty(0, np.int64)
+        self.windows: np.ndarray | None = None
+
+    def read(self, lines: list[str], text: str) -> None:
+        """Takes the next piece: ``lines``, and ``text`` (them joined by newlines)."""
+        self.windows = None
+        if self._clock.mine is not None or self._foreign_in(lines):
+            return
+        stamps = plain_stamps(lines, text)
+        if stamps is None:
+            return
+        trusted = (stamps >= 0) & (stamps >= self._low) & (stamps <= self._high)
+        self.stamps = stamps
+        self.windows = np.where(trusted, stamps // self._window_ns, _NO_WINDOW)
+
+    def end(self, at: int) -> int:
+        """Where the run of lines from ``at`` ends (``at`` itself when it is not in one)."""
+        windows = self.windows
+        if windows is None:
+            return at
+        closed, newest = self._clock.closed, self._clock.newest
+        if not closed < windows[at] <= newest:
+            return at
+        start, look = at + 1, _FIRST_LOOK
+        while start < len(windows):
+            part = windows[start : start + look]
+            outside = np.flatnonzero((part <= closed) | (part > newest))
+            if len(outside):
+                return start + int(outside[0])
+            start, look = start + look, look * 4
+        return len(windows)
+
+    def _foreign_in(self, lines: list[str]) -> bool:
+        """Whether a line of the piece may be foreign: its measurement (up to the first comma
+        or space, as the translator reads it) is one the foreign mapping knows."""
+        heads = {line.partition(",")[0] for line in lines}
+        return any(head.partition(" ")[0] in self._foreign for head in heads)
