@@ -270,6 +270,7 @@ class EvidenceBook:
             for e, signals in self.amounts.items()
             if "|nic|" in e
         }
+        receivers: set[str] = set()
         for entity, signals in list(self.amounts.items()):
             wait = signals.get(BACK_PRESSURE, 0.0)
             if wait <= 0 or "|nic|" not in entity:
@@ -282,6 +283,7 @@ class EvidenceBook:
             if not mates:
                 continue
             receiver = max(mates, key=lambda e: (faulty[e], e))
+            receivers.add(receiver)
             totals[entity] -= wait
             totals[receiver] = totals.get(receiver, 0.0) + wait
             self.evidence[entity] = [
@@ -291,6 +293,13 @@ class EvidenceBook:
             self._note(
                 receiver, Evidence(f"back_pressure: {node} waits on it", None, None, wait, since)
             )
+        self._ended("back_pressure", receivers)
+
+    def _ended(self, kind: str, still: set[str]) -> None:
+        """A derived evidence's persistence ends when it stops, as a signal's does: else a
+        part that was pressed once would count as held at every later slowdown."""
+        for key in [k for k in self.since if k[1] == kind and k[0] not in still]:
+            del self.since[key]
 
     def impact(self, totals: dict[str, float], model: ImpactModel, end_ns: int) -> None:
         """Evidence in proportion to the slowdown a part's anomalies predict (the learned
@@ -298,6 +307,7 @@ class EvidenceBook:
         the strongest part alone."""
         per_node: dict[str, dict[str, float]] = {}
         best: dict[str, float] = {}
+        predicted: set[str] = set()
         for entity, evidence in sorted(self.features.items()):
             node, component, _ = entity.split("|")
             own = {s: v for s, v in evidence.items() if s != STEP_SIGNAL}
@@ -310,10 +320,13 @@ class EvidenceBook:
             best[node] = max(best.get(node, 0.0), extra)
             if extra > 0:
                 self._add(totals, entity, extra, model, own, end_ns)
+                predicted.add(entity)
         for node, union in per_node.items():
             together = model.extra_evidence(union) - best[node]
             if together > 1e-9:
                 self._add(totals, f"{node}|node|-", together, model, union, end_ns)
+                predicted.add(f"{node}|node|-")
+        self._ended("impact", predicted)
 
     def _add(
         self,
@@ -364,22 +377,31 @@ class EvidenceBook:
         """A part that came to the job with a record (flows/node_memory.py) has its fresh
         evidence weighed up to twice: the same anomaly on a part that failed before is
         likelier the fault. A record alone, without fresh evidence, adds nothing."""
+        weighed: set[str] = set()
         for entity, amount in list(totals.items()):
             trouble, why = records.get(entity, (0.0, ""))
             if amount <= 0 or trouble < RECORD_MATTERS:
                 continue
+            weighed.add(entity)
             extra = amount * min(trouble / 4.0, 1.0)
             totals[entity] = amount + extra
             since = self.since.setdefault((entity, "record"), end_ns)
             kept = [e for e in self.evidence.get(entity, []) if not e.signal.startswith("record")]
             note = Evidence(f"record from earlier jobs: {why}"[:120], None, None, extra, since)
             self.evidence[entity] = [*kept, note]
+        self._ended("record", weighed)
 
-    def explicit(self, events: list[ExplicitEvent], totals: dict[str, float]) -> None:
+    def explicit(
+        self, events: list[ExplicitEvent], totals: dict[str, float], corrected: dict[str, float]
+    ) -> None:
+        """Errors as evidence; what warnings (corrected errors: an MCE, a remap, a repeated
+        application XID) add is also kept apart in ``corrected``: no sign that the part slows."""
         for event in events:
             amount = EXPLICIT_EVIDENCE.get(event.severity, 0.0)
             if amount and not event.is_cascade:
                 totals[event.entity] = totals.get(event.entity, 0.0) + amount
+                if event.severity == "warning":
+                    corrected[event.entity] = corrected.get(event.entity, 0.0) + amount
                 self._note(
                     event.entity,
                     Evidence(f"{event.kind}:{event.code}", None, None, amount, event.time_ns),

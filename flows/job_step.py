@@ -113,6 +113,8 @@ class JobState:
     world_size: int = 0
     world_size_told: bool = False
     compound: CompoundScore = field(default_factory=CompoundScore)
+    # The share of each part's compound score that corrected errors gave (see _slowing).
+    corrected: CompoundScore = field(default_factory=CompoundScore)
     regression: StepRegression = field(default_factory=StepRegression)
     hang: HangDetector = field(default_factory=HangDetector)
     book: EvidenceBook = field(default_factory=EvidenceBook)
@@ -251,7 +253,8 @@ class JobState:
             checkpointing=_checkpointing(parts),
         )
         self.book.stragglers(parts, self.members, self._weights, end_ns, totals)
-        self.book.explicit(events, totals)
+        corrected: dict[str, float] = {}
+        self.book.explicit(events, totals, corrected)
         self.book.back_pressure(totals, end_ns)
         if self.config.impact_recorder is not None:
             rows = impact_rows(parts, self.members, self.book.features)
@@ -270,6 +273,8 @@ class JobState:
             self.config.recorder(self.job, end_ns, self.book.features)
         keys = np.array(sorted(totals), dtype=object)
         self.compound.update(keys, np.array([totals[k] for k in keys.tolist()]))
+        keys = np.array(sorted(corrected), dtype=object)
+        self.corrected.update(keys, np.array([corrected[k] for k in keys.tolist()]))
         out: list[tuple[str, object]] = [("points", self._score_points(end_ns))]
         self.recent_events = [
             e for e in self.recent_events + events if e.time_ns >= end_ns - 300 * 10**9
@@ -463,13 +468,30 @@ class JobState:
 
     def _strong_suspect(self, end_ns: int) -> Suspect | None:
         """The top suspect, when it has fresh evidence and a score worth naming."""
-        suspects = self._suspects(None)
+        suspects = self._slowing_lead(self._suspects(None))
         top = suspects[0] if suspects else None
         if top is None or top.entity not in self.fresh:
             return None
         if not self._held(top.entity, end_ns):
             return None
-        return top if top.score >= self.config.min_suspect_score else None
+        return top
+
+    def _slowing_lead(self, suspects: list[Suspect]) -> list[Suspect]:
+        """The suspects from the first whose slowing score is worth naming (see _slowing)."""
+        lead = 0
+        while lead < len(suspects) and (
+            self._slowing(suspects[lead].entity) < self.config.min_suspect_score
+        ):
+            lead += 1
+        return suspects[lead:]
+
+    def _slowing(self, entity: str) -> float:
+        """The part's score without what corrected errors gave it. A regression is a slowdown:
+        the part it names must show slowness (a signal off its history or peers, slow steps,
+        back-pressure), and a corrected MCE or remap is no sign of that. Such errors still
+        rank the parts that do show it. (A benign soak named a host for a regression because
+        two corrected MCEs arrived in the window it fired.)"""
+        return self.compound.get(entity) - self.corrected.get(entity)
 
     def _held(self, entity: str, end_ns: int) -> bool:
         """Some evidence of the part has held for PERSIST_WINDOWS. A slowdown builds over
@@ -630,7 +652,7 @@ class JobState:
         if in_cooldown and not self._new_incident(root, top):
             return None
         if trigger == "regression" and root is None:
-            suspects = [s for s in suspects if self._held(s.entity, end_ns)]
+            suspects = self._slowing_lead([s for s in suspects if self._held(s.entity, end_ns)])
             top = suspects[0] if suspects else None
         if top is not None and root is None and top.score < self.config.min_suspect_score:
             suspects, top = [], None
