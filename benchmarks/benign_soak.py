@@ -8,7 +8,8 @@ per mode, the events, the exposure, the rate, its one-sided 95 % Poisson upper b
 (chi-square: 3.0 / exposure when there is no event) and the wall time per node-hour.
 
     .venv/bin/python benchmarks/benign_soak.py [--modes reflex,threshold]
-    .venv/bin/python benchmarks/benign_soak.py --scenario quirky_soak --seeds 16 --modes reflex
+    .venv/bin/python benchmarks/benign_soak.py --scenario quirky_soak --seeds 16 --modes reflex \
+        --jobs 2
     .venv/bin/python benchmarks/benign_soak.py --scenario quirky_soak --duration-s 1800  # short
 """
 
@@ -17,10 +18,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import multiprocessing
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from reflex_localize.flows.events import LocalizationEvent
 from reflex_localize.flows.job_step import JobConfig
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.schemas.frame import Frame
@@ -63,6 +66,18 @@ def poisson_upper(events: int, confidence: float = CONFIDENCE) -> float:
     return (low + high) / 2
 
 
+def soak_events(
+    run: tuple[str, int, float | None, str],
+) -> list[tuple[int, LocalizationEvent]]:
+    """One seed's events, each with the seed (in a pool's process)."""
+    path, seed, duration_s, mode = run
+    # The simulator source streams: hours of 64 nodes would not fit in memory at once.
+    source = SoakSource(path, seed, duration_s)
+    return [
+        (seed, event) for event in run_in_process(source, job_config=JobConfig(mode=mode)).events
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -72,20 +87,20 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1, help="how many seeds, from --first-seed up")
     parser.add_argument("--first-seed", type=int, default=7, help="to extend an earlier run")
     parser.add_argument("--duration-s", type=float, help="cut each run to this many seconds")
+    parser.add_argument("--jobs", type=int, default=1, help="seeds run at once, one process each")
     args = parser.parse_args()
     path = str(SCENARIOS / f"{args.scenario}.toml")
     scenario = load_scenario(path)
     duration_s = args.duration_s or scenario.duration_s
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     for mode in args.modes.split(","):
-        started, events, node_hours = time.monotonic(), [], 0.0
-        for seed in seeds:
-            # The simulator source streams: hours of 64 nodes would not fit in memory at once.
-            result = run_in_process(
-                SoakSource(path, seed, args.duration_s), job_config=JobConfig(mode=mode)
-            )
-            events += result.events
-            node_hours += scenario.nodes * duration_s / 3600
+        started, events = time.monotonic(), []
+        runs = [(path, seed, args.duration_s, mode) for seed in seeds]
+        # Seeds are independent: --jobs runs them in that many processes at once.
+        with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+            for seed_events in pool.imap(soak_events, runs):
+                events += seed_events
+        node_hours = len(seeds) * scenario.nodes * duration_s / 3600
         wall = time.monotonic() - started
         rate = 1000 * len(events) / node_hours
         bound = 1000 * poisson_upper(len(events)) / node_hours
@@ -95,8 +110,8 @@ def main() -> None:
             f"wall_s={wall:.0f} wall_s_per_node_hour={wall / node_hours:.2f}",
             flush=True,
         )
-        for event in events[:10]:
-            print(f"    {event.trigger} {event.job}: {event.summary}")
+        for seed, event in events[:10]:
+            print(f"    seed {seed}: {event.trigger} {event.job}: {event.summary}")
 
 
 if __name__ == "__main__":
