@@ -1,6 +1,8 @@
 """Points per second through the localization flow, 1 and 2 processes, from the in-process
 simulator and from a line-protocol file. Each run is a real ``reflex flow`` (``bytewax.run``,
-files sink, no recovery); the wall time includes process start.
+files sink, no recovery); the wall time includes process start. The CPU seconds of the run's
+processes (user + system) and the load average before it are printed too: two processes can
+only beat one by what the machine's free cores allow.
 
     .venv/bin/python benchmarks/flow_throughput.py [--scenario demo] [--shards 4]
 """
@@ -8,6 +10,8 @@ files sink, no recovery); the wall time includes process start.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -20,12 +24,19 @@ from reflex_localize.simulator import Simulation, load_scenario
 CLI = [sys.executable, "-c", "from reflex_localize.shell.cli import main; main()", "flow"]
 
 
-def run_flow(source: str, out: Path, processes: int, shards: int) -> float:
+def run_flow(source: str, out: Path, processes: int, shards: int) -> tuple[float, float]:
+    """Wall seconds, and CPU seconds of the flow's processes."""
     command = [*CLI, "--source", source, "--sink", "files", "--out", str(out), "--no-recovery"]
     command += ["--shards", str(shards), "--cluster", "sim", "-p", str(processes)]
+    used = _children_cpu()
     began = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - began
+    return time.perf_counter() - began, _children_cpu() - used
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -57,12 +68,14 @@ def main() -> None:
         ):
             rates = {}
             for processes in (1, 2):
-                seconds = run_flow(
+                load = os.getloadavg()[0]
+                seconds, cpu = run_flow(
                     source, Path(tmp) / f"{name}-{processes}", processes, args.shards
                 )
                 rates[processes] = count / seconds
                 print(f"{name:>19}, {processes} process(es): {seconds:6.1f} s  "
-                      f"{rates[processes]:>9,.0f} points/s")  # fmt: skip
+                      f"{rates[processes]:>9,.0f} points/s  cpu {cpu:5.1f} s  "
+                      f"(load before {load:.1f}, {os.cpu_count()} cores)")  # fmt: skip
             print(f"{name:>19}: scaling 2/1 = {rates[2] / rates[1]:.2f}x")
 
 

@@ -175,10 +175,18 @@ def peer_deviation(
         if len(rows) < min_peers:
             continue
         block = values[rows]
-        center = nan_median(block)
+        pooled = None if pooled_scale is None else pooled_scale[rows]
+        pooled_median: np.ndarray | None
+        if pooled is not None and pooled.dtype == block.dtype and pooled.ndim == block.ndim:
+            # One sort for both medians (column by column, so each is what it was alone)
+            both = nan_median(np.hstack((block, pooled)))
+            center, pooled_median = both[: block.shape[1]], both[block.shape[1] :]
+        else:
+            center = nan_median(block)
+            pooled_median = None if pooled is None else nan_median(pooled)
         spread = np.fmax(MAD_TO_SIGMA * nan_median(np.abs(block - center)), floors)
-        if pooled_scale is not None:
-            spread = np.fmax(spread, nan_median(pooled_scale[rows]))
+        if pooled_median is not None:
+            spread = np.fmax(spread, pooled_median)
         out[rows] = (block - center) / spread
     return out
 

@@ -4,10 +4,11 @@ A replay spent more time on its per-line loop (read the stamp, check the clock, 
 in its window) than on decoding. Nearly every line of a capture is plain: its stamp is ASCII
 digits, it falls in an open window the clock has reached, and its measurement is Reflex's (so
 it waits for its window's block decode). :class:`PlainRuns` reads a piece's stamps with array
-operations (:func:`schemas.line_file.plain_stamps`) and finds where such a run ends; the
+operations (:class:`schemas.line_file.PieceLines`) and finds where such a run ends; the
 replay files the run's lines with a few list extends, and takes every other line one at a
-time as before. Only when the pass decodes every shard (it reads no node) and no foreign
-measurement begins a line of the piece (those are translated in line order, one at a time).
+time as before: a line of a foreign measurement (translated in line order, one at a time)
+ends a run. A pass for some shards (one process's) reads the node of a run's lines as the
+line-at-a-time loop does (:func:`flows.sources.line_owner`) and files only its own.
 
 The run is exactly the lines the per-line loop would have queued: a stamp read here is the
 one :func:`~schemas.line_file.line_stamp` reads, and the bounds are the stamp check's
@@ -22,7 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from reflex_localize.schemas.foreign_mapping import PROMETHEUS_MEASUREMENTS, ForeignMapping
-from reflex_localize.schemas.line_file import plain_stamps
+from reflex_localize.schemas.line_file import PieceLines
 
 _NO_WINDOW = np.iinfo(np.int64).min  # outside every clock: the line goes the long way
 _FIRST_LOOK = 256  # lines checked at first for the run's end; the look grows fourfold
@@ -31,7 +32,6 @@ _FIRST_LOOK = 256  # lines checked at first for the run's end; the look grows fo
 class _Clock(Protocol):
     closed: int  # the last window closed
     newest: int  # the newest window the clock has reached
-    mine: frozenset[int] | None  # the shards the pass decodes (None: all)
 
 
 class PlainRuns:
@@ -45,15 +45,14 @@ class PlainRuns:
         self.stamps = np.empty(0, np.int64)
         self.windows: np.ndarray | None = None
 
-    def read(self, lines: list[str], text: str) -> None:
-        """Takes the next piece: ``lines``, and ``text`` (them joined by newlines)."""
-        self.windows = None
-        if self._clock.mine is not None or self._foreign_in(lines):
-            return
-        stamps = plain_stamps(lines, text)
-        if stamps is None:
-            return
+    def read(self, lines: list[str], raw: bytes) -> None:
+        """Takes the next piece: ``lines``, and ``raw``, their bytes (see
+        :func:`schemas.line_file.data_pieces`)."""
+        piece = PieceLines.of(lines, raw)
+        stamps = piece.plain_stamps()
         trusted = (stamps >= 0) & (stamps >= self._low) & (stamps <= self._high)
+        # A foreign measurement's line (as the translator reads it) goes the long way.
+        trusted &= ~piece.measured_as(self._foreign)
         self.stamps = stamps
         self.windows = np.where(trusted, stamps // self._window_ns, _NO_WINDOW)
 
@@ -73,9 +72,3 @@ class PlainRuns:
                 return start + int(outside[0])
             start, look = start + look, look * 4
         return len(windows)
-
-    def _foreign_in(self, lines: list[str]) -> bool:
-        """Whether a line of the piece may be foreign: its measurement (up to the first comma
-        or space, as the translator reads it) is one the foreign mapping knows."""
-        heads = {line.partition(",")[0] for line in lines}
-        return any(head.partition(" ")[0] in self._foreign for head in heads)

@@ -256,8 +256,8 @@ class LineProtocolSource(WindowedSource):
         low, high = check.bounds() if check is not None else (0.0, -1.0)
         mapping = replay.foreign.mapping
         runs = PlainRuns(replay, math.ceil(low), math.floor(high), self.window_ns, mapping)
-        for before, lines, text in data_pieces(self.path, self.piece_chars):
-            runs.read(lines, text)
+        for before, lines, raw in data_pieces(self.path, self.piece_chars):
+            runs.read(lines, raw)
             at = 0
             while at < len(lines):
                 # Nearly every line: a trusted stamp in an open window the clock has reached,
@@ -303,6 +303,9 @@ class LineProtocolSource(WindowedSource):
         yield from replay.finish()
 
 
+_MOST_HEADS = 1 << 18  # heads whose owner a replay remembers (a few tens of MB)
+
+
 class _Replay:
     """One pass over a line-protocol file for some shards: its window clock, pending windows,
     the points it has seen (for duplicates) and its rejects."""
@@ -321,6 +324,7 @@ class _Replay:
         self.errors: list[ErrorRecord] = []
         self.closed = self.newest = -1
         self.owners: dict[str, int] = {}
+        self.owner_by_head: dict[str, int] = {}  # a run's line owners (_owners_of)
         self.foreign = ForeignTranslator()  # one per pass: it remembers the last XID per GPU
         self.deferred: dict[str, bool] = {}  # measurement -> its lines wait for decode_block
 
@@ -432,18 +436,68 @@ class _Replay:
         :class:`~flows.plain_runs.PlainRuns` found: as :meth:`queue` takes each of them."""
         windows, stamps = runs.windows[at:end], runs.stamps[at:end]  # type: ignore[index]
         first = int(windows[0])
-        if windows[-1] == first and (windows == first).all():
+        if self.mine is not None:
+            self._queue_mine(before + at, lines[at:end], windows, stamps)
+        elif windows[-1] == first and (windows == first).all():
             held = self.open(first)
             held.numbers.extend(range(before + at + 1, before + end + 1))
             held.lines.extend(lines[at:end])
             held.stamps.extend(stamps.tolist())
-            return
+        else:
+            for window in np.unique(windows).tolist():
+                self._file(self.open(window), before + at, lines[at:end], stamps, windows == window)
+
+    def _queue_mine(
+        self, before: int, lines: list[str], windows: np.ndarray, stamps: np.ndarray
+    ) -> None:
+        """A run of a pass for some shards: each line's node read off its tags (as
+        :meth:`_counted` reads it), another process's lines left (their windows opened all the
+        same), lines of no readable node kept, their rejects counted by shard 0's process."""
+        owner = self._owners_of(lines)
+        shared = owner < 0
+        kept = shared | np.isin(owner, list(self.mine or ()))
+        uncounted = None if self.counts_shared else shared
         for window in np.unique(windows).tolist():
-            rows = np.flatnonzero(windows == window).tolist()
-            held = self.open(window)
-            held.numbers.extend(before + at + 1 + row for row in rows)
-            held.lines.extend(lines[at + row] for row in rows)
-            held.stamps.extend(stamps[rows].tolist())
+            self._file(self.open(window), before, lines, stamps, kept & (windows == window),
+                       uncounted)  # fmt: skip
+
+    def _owners_of(self, lines: list[str]) -> np.ndarray:
+        """Each line's :func:`line_owner`, remembered by head (the text before the first space,
+        all that it reads): a capture repeats the heads of its series window after window."""
+        heads, n_shards, owners = self.owner_by_head, self.source.n_shards, self.owners
+        if len(heads) > _MOST_HEADS:
+            heads.clear()
+        found = []
+        for line in lines:
+            space = line.find(" ")
+            if space < 0:
+                found.append(-1)  # no head end: no node read (see raw_tag)
+                continue
+            head = line[:space]
+            owner = heads.get(head)
+            if owner is None:
+                owner = heads[head] = line_owner(line, n_shards, owners)
+            found.append(owner)
+        return np.array(found, np.int64)
+
+    @staticmethod
+    def _file(
+        held: _OpenWindow,
+        before: int,
+        lines: list[str],
+        stamps: np.ndarray,
+        chosen: np.ndarray,
+        uncounted: np.ndarray | None = None,
+    ) -> None:
+        """Adds the ``chosen`` lines of a run (``before`` lines came before it) to ``held``,
+        in order; those also ``uncounted`` have their rejects counted by another process."""
+        rows = np.flatnonzero(chosen)
+        if uncounted is not None:
+            held.uncounted.update((len(held.lines) + np.flatnonzero(uncounted[rows])).tolist())
+        rows_list = rows.tolist()
+        held.numbers.extend(before + 1 + row for row in rows_list)
+        held.lines.extend(lines[row] for row in rows_list)
+        held.stamps.extend(stamps[rows].tolist())
 
     def open(self, window: int) -> _OpenWindow:
         held = self.pending.get(window)
@@ -467,14 +521,14 @@ class _Replay:
         held = self.pending.pop(window)
         if not held.lines:
             return frames_from_points([point for _, point in held.points])
-        block = decode_block(held.lines, carry_tags=True)
+        stamps = np.array(held.stamps, np.int64)
+        block = decode_block(held.lines, carry_tags=True, stamps=stamps)
         for position, error in block.rejects:
             if position not in held.uncounted:
                 code = error.code if isinstance(error, PointError) else "unparseable"
                 self.reject(code, f"line {held.numbers[position]}: {error}")
         # Line i sorts at 2i + 1, a point taken after b lines at 2b: the order they came in.
         parts = points_parts([(2 * b, point) for b, point in held.points], load_schema())
-        stamps = np.array(held.stamps, np.int64)
         for frame, positions in zip(block.frames, block.positions, strict=True):
             keep = self._placeable(frame, positions, held, stamps[positions])
             if keep.all():

@@ -27,6 +27,7 @@ at ``min_spread`` (a few percent is noise). A group of one has no peer and is no
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -57,24 +58,40 @@ def role_ratios(
     """Each value over its group's level (the median of the group's faster half), and how far
     that ratio stands out, in robust spreads of all the ratios (NaN for a group of one)."""
     ratio = np.full(len(values), np.nan)
-    for group in np.unique(groups).tolist():
-        rows = np.flatnonzero(groups == group)
+    members: dict[object, list[int]] = {}
+    for row, group in enumerate(groups.tolist()):
+        members.setdefault(group, []).append(row)
+    listed = values.tolist()
+    for rows in members.values():
         if len(rows) < 2:
             continue
-        level = _faster_half(values[rows])
+        level = _faster_half([listed[row] for row in rows])
         if level > 0:
             ratio[rows] = values[rows] / level
     judged = ratio[np.isfinite(ratio)]
     if not len(judged):
         return ratio, np.full(len(values), np.nan)
-    spread = MAD_TO_SIGMA * float(np.median(np.abs(judged - np.median(judged))))
+    center = _median(judged.tolist())
+    spread = MAD_TO_SIGMA * _median(np.abs(judged - center).tolist())
     return ratio, (ratio - 1.0) / max(spread, min_spread)
 
 
-def _faster_half(values: np.ndarray) -> float:
+def _faster_half(values: list[float]) -> float:
     """The median of the faster half: the level of a group up to half of which is slow."""
-    ordered = np.sort(values)
-    return float(np.median(ordered[: (len(ordered) + 1) // 2]))
+    ordered = sorted(values)
+    return _median(ordered[: (len(ordered) + 1) // 2])
+
+
+def _median(values: list[float]) -> float:
+    """The median exactly as ``np.median`` gives it (the mean of the middle two of an even
+    count), without its 15 us a call: the groups here are small and judged every step."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return float(ordered[middle])
+    return float((ordered[middle - 1] + ordered[middle]) / 2)
 
 
 @dataclass
@@ -107,7 +124,7 @@ class StepPeers:
 
     def add_step(self, step: int, compute: dict[int, float], time_ns: int) -> None:
         """Compute seconds of some ranks for one step (NaN where the framework gave none)."""
-        known = {r: v for r, v in compute.items() if np.isfinite(v) and v > 0}
+        known = {r: v for r, v in compute.items() if math.isfinite(v) and v > 0}
         if known:
             self.pending.setdefault(step, {}).update(known)
             self.stamps[step] = max(self.stamps.get(step, 0), time_ns)
@@ -142,7 +159,7 @@ class StepPeers:
         for rank, r, zz in zip(ranks, ratio.tolist(), z.tolist(), strict=True):
             # A part with a record is suspected at half the excess (flows/node_memory.py).
             excess = self.min_excess / 2 if rank in self.quick else self.min_excess
-            slow = np.isfinite(r) and r >= 1 + excess and zz >= self.z_needed
+            slow = math.isfinite(r) and r >= 1 + excess and zz >= self.z_needed
             if not slow:
                 self.was_normal.add(rank)
                 self.streak.pop(rank, None)
@@ -176,7 +193,10 @@ class StepPeers:
     ) -> None:
         # Each stage's level from its faster half: a sick node's ranks, up to half of a stage,
         # must not pass for the whole stage (or the job) moving with the data.
-        levels = {int(s): _faster_half(values[stages == s]) for s in np.unique(stages)}
+        by_stage: dict[int, list[float]] = {}
+        for stage, value in zip(stages.tolist(), values.tolist(), strict=True):
+            by_stage.setdefault(int(stage), []).append(value)
+        levels = {stage: _faster_half(by_stage[stage]) for stage in sorted(by_stage)}
         self.stage_levels = [*self.stage_levels, levels][-2 * self.pattern_steps :]
         well_above = np.flatnonzero(np.isfinite(ratio) & (ratio >= 1 + 2 * self.min_excess))
         ratios = {ranks[i]: float(ratio[i]) for i in well_above.tolist()}
@@ -208,9 +228,9 @@ class StepPeers:
             return None
         stages = sorted(set.intersection(*(set(levels) for levels in recent)))
         if len(stages) >= 2:
-            level = {s: float(np.median([levels[s] for levels in recent])) for s in stages}
+            level = {s: _median([levels[s] for levels in recent]) for s in stages}
             worst = max(stages, key=lambda s: level[s])
-            others = float(np.median([level[s] for s in stages if s != worst]))
+            others = _median([level[s] for s in stages if s != worst])
             excess = level[worst] / others - 1 if others > 0 else 0.0
             if excess >= self.stage_excess:
                 finding = StepFinding("stage", ratio=1 + excess, steps=len(recent), stage=worst)
@@ -218,7 +238,7 @@ class StepPeers:
         # "The data" needs a longer look than a stage: one congestion episode or checkpoint
         # moves a step or two, not eight.
         longer = self.stage_levels[-2 * self.pattern_steps :]
-        totals = np.array([float(np.median(list(levels.values()))) for levels in longer])
+        totals = np.array([_median(list(levels.values())) for levels in longer])
         spread = float(np.std(totals) / np.mean(totals)) if totals.mean() > 0 else 0.0
         if len(longer) < 2 * self.pattern_steps:
             return None

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from reflex_localize.schemas.codec import Point, decode
+from reflex_localize.schemas.codec import MAX_TIME_NS, Point, decode
 from reflex_localize.schemas.contract import MeasurementSpec, Schema, load_schema
 from reflex_localize.schemas.frame import Frame, frames_from_points
 from reflex_localize.schemas.line_decoder_tokens import Kind, PlainBlock, kinds
@@ -78,16 +78,27 @@ class FramePart:
 
 
 def decode_block(
-    lines: Sequence[str], schema: Schema | None = None, *, carry_tags: bool = False
+    lines: Sequence[str],
+    schema: Schema | None = None,
+    *,
+    carry_tags: bool = False,
+    stamps: np.ndarray | None = None,
 ) -> DecodedBlock:
-    """Decodes ``lines`` (no trailing newline needed) as ``codec.decode`` decodes each."""
+    """Decodes ``lines`` (no trailing newline needed) as ``codec.decode`` decodes each.
+
+    ``stamps``, where the caller has read them already, are the lines' timestamps as
+    :func:`~schemas.line_file.line_stamp` reads them (-1 where it read none): a line of the
+    fast path ends with its stamp's plain digits, so they are its time, read once."""
     schema = schema or load_schema()
     strict: set[int] = set()
     parts: list[FramePart] = []
     size = -(-len(lines) // -(-len(lines) // _PIECE_LINES)) if lines else 1  # pieces alike
     for begin in range(0, len(lines), size):
         piece_strict: set[int] = set()
-        piece = _fast_parts(lines[begin : begin + size], schema, carry_tags, piece_strict)
+        piece_stamps = None if stamps is None else stamps[begin : begin + size]
+        piece = _fast_parts(
+            lines[begin : begin + size], schema, carry_tags, piece_strict, piece_stamps
+        )
         parts += [FramePart(part.key, part.positions + begin, part.frame) for part in piece]
         strict.update(begin + position for position in piece_strict)
     block = DecodedBlock()
@@ -146,7 +157,11 @@ def assemble(parts: list[FramePart]) -> tuple[list[Frame], list[np.ndarray]]:
 
 
 def _fast_parts(
-    lines: Sequence[str], schema: Schema, carry_tags: bool, strict: set[int]
+    lines: Sequence[str],
+    schema: Schema,
+    carry_tags: bool,
+    strict: set[int],
+    stamps: np.ndarray | None = None,
 ) -> list[FramePart]:
     """Parts of the lines the fast path vouches for; the others are added to ``strict``."""
     where = np.arange(len(lines))
@@ -164,7 +179,7 @@ def _fast_parts(
             quoted.append(row)
         else:
             strict.add(int(where[row]))
-    batch = _Batch()
+    batch = _Batch(stamps)
     readings = _readings(block, np.flatnonzero(plain), where, batch, strict, schema, carry_tags)
     if quoted:
         strings = PlainBlock.of([lines[where[row]] for row in quoted], quoted=True)
@@ -223,9 +238,10 @@ def _declared(kind: Kind, spec: MeasurementSpec, carry_tags: bool) -> bool:
 
 class _Batch:
     """Value columns of every kind of a block, read one type at a time: a few array operations
-    per block rather than per column."""
+    per block rather than per column; the times from the caller's stamps where it has them."""
 
-    def __init__(self) -> None:
+    def __init__(self, stamps: np.ndarray | None = None) -> None:
+        self.stamps = stamps
         self.asked: dict[tuple[int, str], list[tuple[bytes, np.ndarray, np.ndarray]]] = {}
         self.answers: dict[tuple[int, str], list[tuple[np.ndarray, np.ndarray]]] = {}
 
@@ -275,7 +291,9 @@ class _Reading:
                                   *self._columns([2 + 2 * (self.tags + i) for i in indices]))
             for field_type, indices in self.by_type.items()
         }  # fmt: skip
-        self.time_ticket = batch.ask(raw, "time", *self._columns([-1]))
+        self.time_ticket = (
+            None if batch.stamps is not None else batch.ask(raw, "time", *self._columns([-1]))
+        )
 
     def _columns(self, columns: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """Where the tokens of ``columns`` start and end, a column to a row: each column's
@@ -300,8 +318,13 @@ class _Reading:
             values, ok = self.batch.answer(self.tickets[field_type])
             good &= ok.all(0)
             columns.update({index: values[j] for j, index in enumerate(indices)})
-        times, ok = self.batch.answer(self.time_ticket)
-        good &= ok[0]
+        if self.time_ticket is None:  # the stamps the caller read (-1: none, strict decoder)
+            assert self.batch.stamps is not None
+            times = self.batch.stamps[self.where][None, :]
+            good &= (times[0] >= 0) & (times[0] <= MAX_TIME_NS)
+        else:
+            times, ok = self.batch.answer(self.time_ticket)
+            good &= ok[0]
         fields = {name: columns[i] for i, name in enumerate(names[1 + self.tags :])}
         frame = Frame(self.spec.name, times[0], tag_columns, fields)
         if good.all():

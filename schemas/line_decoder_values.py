@@ -192,7 +192,9 @@ def read_tag_column(raw: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[n
     if 0 < lengths[0] <= PAD and (lengths == lengths[0]).all():
         spelt = windows(raw, int(lengths[0]))[starts]
         if (spelt == spelt[0]).all():  # one value all along (a cluster, a profile)
-            return np.full(len(starts), spelt[0].decode("ascii"), object), lengths > 0
+            column = np.empty(len(starts), object)
+            column.fill(spelt[0].decode("ascii"))  # np.full is 20 times slower for objects
+            return column, lengths > 0
     ok = lengths <= PAD - 8
     lengths = np.where(ok, lengths, 0)
     width = max(8, -(-int(lengths.max(initial=0)) // 8) * 8)

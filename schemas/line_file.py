@@ -15,42 +15,66 @@ both read.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from reflex_localize.schemas.line_decoder_values import byte_matrix
+
 _MAX_STAMP_DIGITS = len(str(1 << 63))
+_STAMP_WINDOW = _MAX_STAMP_DIGITS + 1  # the longest stamp that can be plain, and a space
+_POW10_U64 = np.array([10**p for p in range(_STAMP_WINDOW - 1, -1, -1)], np.uint64)
 
 
-def data_lines(path: Path, piece_chars: int = 1 << 22) -> Iterator[tuple[int, str]]:
+def data_lines(path: Path, piece_bytes: int = 1 << 22) -> Iterator[tuple[int, str]]:
     """``(line number, text without its newline)`` of each line of the file at ``path`` that
     holds data: blank lines and ``#`` comments are skipped, numbers count every line. Bytes
     that are not UTF-8 are replaced, so the decoder rejects that line rather than the read
-    failing. The file is read ``piece_chars`` characters at a time."""
-    for before, lines, _ in data_pieces(path, piece_chars):
+    failing. The file is read ``piece_bytes`` bytes at a time."""
+    for before, lines, _ in data_pieces(path, piece_bytes):
         for offset, line in enumerate(lines, before + 1):
             if is_data(line):
                 yield offset, line
 
 
-def data_pieces(path: Path, piece_chars: int = 1 << 22) -> Iterator[tuple[int, list[str], str]]:
-    """``(lines before the piece, its lines, their text)`` for pieces of about ``piece_chars``
-    characters of the file, every line included (see :func:`is_data`), so that a reader can
-    treat a piece's lines with array operations."""
+def data_pieces(path: Path, piece_bytes: int = 1 << 22) -> Iterator[tuple[int, list[str], bytes]]:
+    """``(lines before the piece, its lines, their bytes)`` for pieces of about ``piece_bytes``
+    bytes of the file, every line included (see :func:`is_data`), so that a reader can treat a
+    piece's lines with array operations (:class:`PieceLines`). The bytes are the lines joined
+    by ``"\\n"``; bytes that are not UTF-8 are replaced in the lines (so the decoder rejects
+    that line rather than the read failing) and left as they are in the bytes."""
     before = 0
-    with Path(path).open(errors="replace") as handle:
-        rest = ""
+    with Path(path).open("rb") as handle:
+        rest = b""
         # Read in large pieces and split at C speed: iterating a file line by line costs more
-        # than a replay spends on most lines. Text mode turns "\r\n" and "\r" into "\n".
-        while piece := handle.read(piece_chars):
-            text, _, rest = (rest + piece).rpartition("\n")
-            if text or _:
-                lines = text.split("\n")
-                yield before, lines, text
-                before += len(lines)
+        # than a replay spends on most lines. Bytes, cut at a "\n", so that a reader of the
+        # bytes (PieceLines) needs no encoding of its own.
+        while piece := handle.read(piece_bytes):
+            cut = piece.rfind(b"\n")
+            if cut < 0:
+                rest += piece
+                continue
+            lines, raw = _split(rest + memoryview(piece)[:cut])
+            rest = piece[cut + 1 :]
+            yield before, lines, raw
+            before += len(lines)
         if rest:
-            yield before, [rest], rest
+            lines, raw = _split(rest)
+            yield before, lines, raw
+
+
+def _split(raw: bytes) -> tuple[list[str], bytes]:
+    """The lines of ``raw`` (which a "\\n" or the file's end follows) as text mode reads them:
+    UTF-8, "\\r\\n" and "\\r" ending a line as "\\n" does (then the bytes are made again)."""
+    text = raw.decode("utf-8", "replace")
+    if "\r" not in text:
+        return text.split("\n"), raw
+    if text.endswith("\r"):  # it ends this line with the "\n" after it, or the file's last
+        text = text[:-1]
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.split("\n"), text.encode("utf-8", "surrogatepass")
 
 
 def is_data(line: str) -> bool:
@@ -58,36 +82,93 @@ def is_data(line: str) -> bool:
     return bool(line) and not line.isspace() and line[0] != "#"
 
 
-def plain_stamps(lines: list[str], text: str) -> np.ndarray | None:
-    """Each line's :func:`line_stamp` where it is plain (ASCII digits after the line's last
-    space, with nothing after them), else -1: those lines need :func:`line_stamp` itself.
-    ``text`` is the lines joined by newlines. None when no line's stamp can be read so (a
-    NUL or a non-ASCII character in a stamp).
+@dataclass(frozen=True)
+class PieceLines:
+    """A piece's lines and their bytes, with where each line starts and ends in them: what
+    lets a reader look at the stamp or the head of every line with a few array operations
+    rather than a Python call per line.
 
-    >>> plain_stamps(["m f=1 17", "m f=1 17 ", "# m f=1 5", "m f=1 1_0"], "").tolist()
-    [17, -1, -1, -1]
+    >>> lines = ["gpu,node=a x=1 5", "nvidia_smi,host=h t=1 6"]
+    >>> piece = PieceLines.of(lines, "\\n".join(lines).encode())
+    >>> piece.plain_stamps().tolist(), piece.measured_as({"nvidia_smi"}).tolist()
+    ([5, 6], [False, True])
     """
-    if "\0" in text:  # bytes arrays drop trailing NULs, which would make "5\0" read as 5
-        return None
-    words = [line.rpartition(" ")[2] for line in lines]
-    try:
-        raw = np.array(words, dtype=np.bytes_)
-    except UnicodeEncodeError:
-        return None
-    if raw.itemsize > _MAX_STAMP_DIGITS:
-        return None  # a long last word somewhere: rare enough to read every line the slow way
-    digits = raw.view(np.uint8).reshape(len(words), raw.itemsize)
-    plain = ((digits >= ord("0")) & (digits <= ord("9"))) | (digits == 0)
-    width = (digits != 0).sum(axis=1)
-    good = plain.all(axis=1) & (width > 0)
-    good &= np.array([line[:1] != "#" for line in lines], bool)
-    values = np.full(len(words), -1, np.int64)
-    if good.any():
-        parsed = raw[good].astype(np.uint64)
-        fits = parsed < np.uint64(1 << 63)
-        chosen = np.flatnonzero(good)
-        values[chosen[fits]] = parsed[fits].astype(np.int64)
-    return values
+
+    lines: list[str]
+    raw: bytes  # the lines joined by "\\n"
+    starts: np.ndarray  # where each line starts in raw
+    ends: np.ndarray  # where each line ends in raw (at its "\\n", or the end of raw)
+
+    @classmethod
+    def of(cls, lines: list[str], raw: bytes) -> PieceLines:
+        """``raw``: the lines joined by "\\n", in UTF-8 (or bytes that hold those line breaks
+        and, where a line is not UTF-8, bytes of 0x80 and above: see :func:`data_pieces`)."""
+        if raw.isascii():  # a character is a byte: the ends follow from the lengths
+            lengths = np.fromiter(map(len, lines), np.int64, len(lines))
+            ends = np.cumsum(lengths + 1) - 1
+        else:  # a "\n" byte is a line break, whatever else the bytes hold
+            ends = np.append(np.flatnonzero(np.frombuffer(raw, np.uint8) == ord("\n")), len(raw))
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        return cls(lines, raw, starts, ends)
+
+    def plain_stamps(self) -> np.ndarray:
+        """Each line's :func:`line_stamp` where it is plain (ASCII digits after the line's last
+        space, with nothing after them), else -1: those lines need :func:`line_stamp` itself.
+
+        A line's last ``_STAMP_WINDOW`` bytes are a row of a matrix: its stamp is what follows
+        the row's last space or line break, and must be 1 to 19 digits of a value below 2**63.
+        The few lines that end too near the piece's start for a row are read one by one.
+
+        >>> lines = ["m f=1 17", "m f=1 17 ", "# m f=1 5", "m f=1 1_0", "17", "m f=1 1\\0"]
+        >>> PieceLines.of(lines, "\\n".join(lines).encode()).plain_stamps().tolist()
+        [17, -1, -1, -1, 17, -1]
+        """
+        if len(self.raw) < _STAMP_WINDOW:
+            return self._stamps_one_by_one(np.full(len(self.lines), -1), range(len(self.lines)))
+        matrix = byte_matrix(self.raw, np.maximum(self.ends - _STAMP_WINDOW, 0), _STAMP_WINDOW)
+        breaks = (matrix == ord(" ")) | (matrix == ord("\n"))
+        last_break = _STAMP_WINDOW - 1 - np.argmax(breaks[:, ::-1], axis=1)
+        inside = np.arange(_STAMP_WINDOW) > last_break[:, None]
+        digits = matrix - np.uint8(ord("0"))
+        plain = ((digits < 10) | ~inside).all(axis=1) & breaks.any(axis=1)
+        plain &= last_break < _STAMP_WINDOW - 1  # at least one digit
+        first = np.minimum(self.starts, len(self.raw) - 1)  # an empty last line has no byte
+        plain &= np.frombuffer(self.raw, np.uint8)[first] != ord("#")
+        digits *= inside & plain[:, None]
+        # Below 10**19 < 2**64: exact in unsigned 64-bit sums
+        values = digits.astype(np.uint64) @ _POW10_U64
+        plain &= values < np.uint64(1 << 63)
+        stamps = np.where(plain, values.astype(np.int64), -1)
+        return self._stamps_one_by_one(stamps, np.flatnonzero(self.ends < _STAMP_WINDOW).tolist())
+
+    def _stamps_one_by_one(self, stamps: np.ndarray, rows: Iterable[int]) -> np.ndarray:
+        """``stamps`` with those of ``rows`` read from their lines' text."""
+        for row in rows:
+            line = self.lines[row]
+            # Ending in a digit, a line's last word is its stamp as read above (no rstrip).
+            stamp = line_stamp(line) if is_data(line) and line[-1:].isdigit() else None
+            stamps[row] = -1 if stamp is None else stamp
+        return stamps
+
+    def measured_as(self, names: Collection[str]) -> np.ndarray:
+        """Which lines' measurement (up to the first comma or space, as the replay reads it to
+        tell foreign lines) is one of ``names``. A line whose head's first 8 bytes are those of
+        a name is checked as a str; the others cannot match."""
+        found = np.zeros(len(self.lines), bool)
+        # (Where a line is not UTF-8 its bytes are not its text's: only ASCII names are sure.)
+        if len(self.raw) < 8 or not all(name.isascii() for name in names):
+            candidates = np.ones(len(self.lines), bool)
+        else:  # a line that starts in the last 7 bytes is read from the last 8, and checked
+            matrix = byte_matrix(self.raw, np.minimum(self.starts, len(self.raw) - 8), 8)
+            cut = (matrix == ord(",")) | (matrix == ord(" ")) | (matrix == ord("\n"))
+            matrix *= np.cumsum(cut, axis=1) == 0  # zeros from the head's end on
+            keys = matrix.view("<u8").ravel()
+            candidates = self.starts > len(self.raw) - 8
+            for name in {n.encode("ascii")[:8].ljust(8, b"\0") for n in names}:
+                candidates |= keys == np.frombuffer(name, "<u8")[0]
+        for row in np.flatnonzero(candidates).tolist():
+            found[row] = self.lines[row].partition(",")[0].partition(" ")[0] in names
+        return found
 
 
 def line_stamp(line: str) -> int | None:

@@ -18,6 +18,7 @@ from reflex_localize.schemas.frame import Frame, frames_from_points
 from reflex_localize.schemas.frame_codec import encode_frame
 from reflex_localize.schemas.line_decoder import decode_block
 from reflex_localize.schemas.line_decoder_tokens import SMALLEST_KIND
+from reflex_localize.schemas.line_file import line_stamp
 from reflex_localize.shell.sample_points import sample_points
 from reflex_localize.simulator import Simulation, load_scenario
 
@@ -47,17 +48,20 @@ def assert_same_frames(ours: list[Frame], theirs: list[Frame]) -> None:
 
 
 def assert_agrees_with_strict(lines: list[str], carry_tags: bool) -> None:
-    block = decode_block(lines, carry_tags=carry_tags)
+    """Both ways: reading the time tokens, and taking the stamps a replay read (line_stamp)."""
     points, rejects = [], []
     for position, line in enumerate(lines):
         try:
             points.append(decode(line, carry_tags=carry_tags))
         except Exception as error:
             rejects.append((position, type(error), str(error), getattr(error, "code", "")))
-    assert [(p, type(e), str(e), getattr(e, "code", "")) for p, e in block.rejects] == rejects
-    assert_same_frames(block.frames, frames_from_points(points))
-    rows = sorted(p for positions in block.positions for p in positions.tolist())
-    assert rows == sorted(set(range(len(lines))) - {p for p, *_ in rejects})
+    read = [line_stamp(line) for line in lines]
+    for stamps in (None, np.array([-1 if s is None else s for s in read], np.int64)):
+        block = decode_block(lines, carry_tags=carry_tags, stamps=stamps)
+        assert [(p, type(e), str(e), getattr(e, "code", "")) for p, e in block.rejects] == rejects
+        assert_same_frames(block.frames, frames_from_points(points))
+        rows = sorted(p for positions in block.positions for p in positions.tolist())
+        assert rows == sorted(set(range(len(lines))) - {p for p, *_ in rejects})
 
 
 def test_the_demo_capture_decodes_as_the_strict_decoder_decodes_it() -> None:
@@ -171,3 +175,11 @@ def test_a_block_read_in_pieces_is_decoded_as_one(monkeypatch: pytest.MonkeyPatc
     for piece_lines in (7, 64, 599):
         monkeypatch.setattr(line_decoder, "_PIECE_LINES", piece_lines)
         assert_agrees_with_strict(lines, carry_tags=True)
+
+
+def test_a_stamp_past_influxdbs_range_is_left_to_the_strict_decoder() -> None:
+    """2**63 - 1 reads as a plain stamp (line_stamp) but InfluxDB refuses it: the strict
+    decoder says why, whether the times are read here or taken from the caller."""
+    lines = [f"host,cluster=c,node=n{i} load1=0.5 {2**63 - 1 - (i % 2)}" for i in range(8)]
+    assert_agrees_with_strict(lines, carry_tags=True)
+    assert len(decode_block(lines, stamps=np.array([line_stamp(x) for x in lines])).rejects) == 4

@@ -6,11 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from reflex_localize.schemas.codec import Point, PointError, decode, encode
-from reflex_localize.schemas.line_file import data_lines, line_stamp, raw_tag
+from reflex_localize.schemas.line_file import (
+    PieceLines,
+    data_lines,
+    data_pieces,
+    is_data,
+    line_stamp,
+    raw_tag,
+)
 
 STAMP = 1_700_000_000_000_000_000
 
@@ -96,4 +103,49 @@ def test_data_lines_read_in_pieces_as_line_by_line(tmp_path: Path) -> None:
             for number, line in enumerate(handle, 1)
             if not line.isspace() and not line.startswith("#")
         ]
-    assert len(text) > 1 << 20 and list(data_lines(path, piece_chars=1 << 16)) == expected
+    assert len(text) > 1 << 20 and list(data_lines(path, piece_bytes=1 << 16)) == expected
+
+
+_HOSTILE_BYTES = st.lists(
+    st.sampled_from([b"\n", b"\r", b"\r\n", b" ", b"#", b"0", b"7", b"12", b"m,a=1 f=1 ", b"\xff",
+                     "\u00e9".encode(), b"\x00", b"nvidia_smi,", b"+"]),
+    max_size=60,
+)  # fmt: skip
+
+
+@given(parts=_HOSTILE_BYTES, piece=st.integers(1, 12))
+def test_pieces_are_the_lines_text_mode_reads_and_their_bytes(
+    parts: list[bytes], piece: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Binary pieces cut at any size: the lines text mode reads (CR and CRLF endings, bytes
+    that are not UTF-8 replaced), numbered alike, with bytes that hold their line breaks."""
+    path = tmp_path_factory.mktemp("pieces") / "capture.lp"
+    path.write_bytes(b"".join(parts))
+    with path.open(errors="replace", encoding="utf-8") as handle:
+        text = handle.read()
+    expected = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
+    read: list[str] = []
+    for before, lines, raw in data_pieces(path, piece):
+        assert before == len(read)
+        assert raw.split(b"\n") == [line.encode() for line in lines] or not raw.isascii()
+        assert raw.count(b"\n") == len(lines) - 1
+        read += lines
+    assert read == expected
+
+
+@given(parts=_HOSTILE_BYTES)
+@example(parts=[b"12 ", b"\n", b"m,a=1 f=1 ", b"7"])  # a stamp and a space: not plain
+def test_a_piece_reads_stamps_and_heads_as_each_line_does(parts: list[bytes]) -> None:
+    """PieceLines' array reads against the one-line reads: a stamp where it is plain digits
+    ending the line (else -1), a foreign measurement wherever the translator would see one."""
+    raw = b"".join(parts).replace(b"\r", b"")
+    lines = raw.decode("utf-8", "replace").split("\n")
+    piece = PieceLines.of(lines, raw)
+    for line, stamp in zip(lines, piece.plain_stamps().tolist(), strict=True):
+        word = line.rpartition(" ")[2]
+        plain = is_data(line) and word.isascii() and word.isdigit()
+        expected = line_stamp(line) if plain else None
+        assert stamp == (-1 if expected is None else expected), line
+    names = {"nvidia_smi", "m", "7", "#", "nvidia_smi_longer"}
+    for line, found in zip(lines, piece.measured_as(names).tolist(), strict=True):
+        assert found == (line.partition(",")[0].partition(" ")[0] in names), line

@@ -107,3 +107,66 @@ def test_runs_give_the_line_at_a_time_windows(
         assert fast_errors == slow_errors, window
     reasons = {error.reason for _, _, errors in slow for error in errors}
     assert {"late", "duplicate_point", "timestamp_in_seconds"} <= reasons
+
+
+def _node_salted(lines: list[str], rng: random.Random) -> list[str]:
+    """Lines whose node cannot be read off the tags (so every process decodes them and shard 0's
+    counts their rejects), some of them broken too."""
+    out = []
+    for line in lines:
+        roll = rng.random()
+        if roll < 0.003:
+            line = line.replace(",node=", ",node=a\\ b,x=", 1)  # escaped: decoded to read it
+        elif roll < 0.006:
+            line = line.replace(",node=", ",node=n1,node=", 1)  # twice: refused
+        elif roll < 0.008:
+            line = line.replace(",node=", ",node=,x=", 1)  # empty: refused
+        elif roll < 0.010:
+            line = line.replace(",node=", ",nodes=", 1)  # missing
+        elif roll < 0.012:
+            line = line.replace(" ", ' x="q" ', 1)  # a quote in the head
+        out.append(line)
+    return out
+
+
+def _shard_windows(path: Path, shards: frozenset[int], runs: bool, monkeypatch) -> list:
+    source = LineProtocolSource(path, 4, 10.0, now_ns=lambda: 2_000_000_000 * 10**9)
+    source.piece_chars = 50_000
+    with monkeypatch.context() as patch:
+        if not runs:
+            patch.setattr(plain_runs.PlainRuns, "end", lambda self, at: at)
+        return [
+            (window, [line for frame in frames for line in encode_frame(frame)], errors)
+            for window, frames, errors in source._pass(shards)
+        ]
+
+
+@pytest.mark.parametrize("shards", [frozenset({0}), frozenset({1, 3})])
+def test_a_pass_for_some_shards_takes_runs_as_the_line_at_a_time_loop(
+    shards: frozenset[int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(17)
+    lines = _salted(_node_salted(_capture(60), rng), rng, foreign=True)
+    path = tmp_path / "salted.lp"
+    path.write_text("\n".join(lines) + "\n")
+    taken_in_runs = []
+    original = sources._Replay.queue_run
+
+    def counting(self, before, lines_, runs, at, end):
+        taken_in_runs.append(end - at)
+        return original(self, before, lines_, runs, at, end)
+
+    monkeypatch.setattr(sources._Replay, "queue_run", counting)
+    fast = _shard_windows(path, shards, True, monkeypatch)
+    slow = _shard_windows(path, shards, False, monkeypatch)
+    assert sum(taken_in_runs) > len(lines) // 2
+    assert [w for w, _, _ in fast] == [w for w, _, _ in slow]
+    for (window, fast_lines, fast_errors), (_, slow_lines, slow_errors) in zip(
+        fast, slow, strict=True
+    ):
+        assert fast_lines == slow_lines, window
+        assert fast_errors == slow_errors, window
+    kept = sum(len(lines_) for _, lines_, _ in slow)
+    assert 0 < kept < len(lines) * 0.9  # the pass kept its shards' rows, not every row
+    reasons = {error.reason for _, _, errors in slow for error in errors}
+    assert ("duplicate_tag" in reasons) == (0 in shards)  # shard 0's process counts those
