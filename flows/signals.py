@@ -204,17 +204,47 @@ _PER_DEVICE = {"host_disk": "device", "host_fs": "mountpoint"}
 
 def entity_keys(frame: Frame) -> np.ndarray:
     """``node|component|index`` for every row of a frame of a signal-bearing measurement."""
-    node = frame.tags["node"].astype(object)
+    distinct, inverse = entity_groups(frame)
+    return distinct[inverse]
+
+
+def entity_groups(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
+    """``factorize(entity_keys(frame))``: the distinct entity keys in first-seen order and each
+    row's code, built from the codes of the tags that make the key, so that a key string is
+    made once per entity and not once per row (a window holds tens of rows per entity)."""
+    columns, template = _key_parts(frame)
+    combined = np.zeros(len(frame), np.int64)
+    values: list[np.ndarray] = []
+    for column in columns:
+        distinct, codes = factorize(column)
+        combined = combined * len(distinct) + codes
+        values.append(distinct)
+    _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # first-seen order, as factorize gives
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    rows = first[order]
+    parts = [column[rows].tolist() for column in columns]
+    keys = [template.format(*items) for items in zip(*parts, strict=True)]
+    if len(set(keys)) < len(keys):  # tags that spell another entity's key: as the strings say
+        rows_parts = zip(*(column.tolist() for column in columns), strict=True)
+        return factorize(np.array([template.format(*row) for row in rows_parts], dtype=object))
+    return np.array(keys, dtype=object), rank[inverse.reshape(-1)]
+
+
+def _key_parts(frame: Frame) -> tuple[list[np.ndarray], str]:
+    """The tag columns an entity key is made of, and how (see :func:`entity_keys`)."""
+    node = frame.tags["node"]
     if frame.measurement in ("gpu", "gpu_nvlink"):
-        return node + "|gpu|" + frame.tags["gpu"].astype(object)
+        return [node, frame.tags["gpu"]], "{}|gpu|{}"
     if frame.measurement == "ib_port":
-        return node + "|nic|" + frame.tags["hca"].astype(object) + "/" + frame.tags["port"]
+        return [node, frame.tags["hca"], frame.tags["port"]], "{}|nic|{}/{}"
     if frame.measurement == "nic":
-        return node + "|nic|" + frame.tags["device"].astype(object)
+        return [node, frame.tags["device"]], "{}|nic|{}"
     per = _PER_DEVICE.get(frame.measurement)
     if per is not None and per in frame.tags:
-        return node + "|host|-#" + frame.tags[per].astype(object)
-    return node + "|host|-"
+        return [node, frame.tags[per]], "{}|host|-#{}"
+    return [node], "{}|host|-"
 
 
 @dataclass
@@ -241,7 +271,7 @@ def derive(frames: list[Frame], window_seconds: float, memory: CounterMemory) ->
     for frame in frames:
         if frame.measurement not in _INDEX_TAG or len(frame) == 0:
             continue
-        grouped = factorize(entity_keys(frame))
+        grouped = entity_groups(frame)
         if "profile" in frame.tags:
             _remember_profiles(frame, profiles)
         for definition in _DEFS:
