@@ -99,7 +99,9 @@ def peer_groups(
     gpu_stage = {f"{i.node}|gpu|{i.gpu}": i.pp_rank for i in members.values()}
     by_node: dict[str, Counter] = {}
     for info in members.values():
-        by_node.setdefault(info.node, Counter())[info.pp_rank] += 1
+        if info.node not in by_node:  # not setdefault: it would build a Counter every time
+            by_node[info.node] = Counter()
+        by_node[info.node][info.pp_rank] += 1
     node_stage = {node: counts.most_common(1)[0][0] for node, counts in by_node.items()}
     groups = np.array(
         [

@@ -7,6 +7,7 @@ window order, so that one process or many produce the same events.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -632,7 +633,7 @@ class JobState:
         by_stage: dict[int, list[float]] = {}
         for rank, value in zip(ranks.tolist(), compute.tolist(), strict=True):
             info = self.members.get(int(rank))
-            if info is not None and np.isfinite(value):
+            if info is not None and math.isfinite(value):  # math: np.isfinite costs ~1 us a call
                 by_stage.setdefault(info.pp_rank, []).append(value)
         return {stage: float(np.median(v)) for stage, v in by_stage.items()}
 

@@ -446,7 +446,8 @@ def _reporting_nodes(frames: list[Frame]) -> set[str]:
     nodes: set[str] = set()
     for frame in frames:
         if len(frame) and "node" in frame.tags:
-            nodes.update(np.unique(frame.tags["node"]).tolist())
+            # A set at C speed: np.unique would sort the strings, comparing them in Python.
+            nodes.update(frame.tags["node"].tolist())
     return nodes
 
 
