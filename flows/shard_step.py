@@ -29,7 +29,7 @@ from reflex_localize.flows.node_memory import (
     STRAGGLE_TROUBLE,
     NodeMemory,
 )
-from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, CounterMemory, derive
+from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, CounterMemory, derive, factorize
 from reflex_localize.schemas.codec import Point
 from reflex_localize.schemas.contract import load_schema
 from reflex_localize.schemas.frame import Frame, validate_frame
@@ -196,9 +196,11 @@ class ShardState:
         # A signal off on half or more of a node's parts of one kind at once is the node's
         # phase (a checkpoint, the job winding down), not one part's trouble.
         kinds = np.array([e.rsplit("|", 1)[0] for e in entities.tolist()], dtype=object)
-        names, which = np.unique(kinds, return_inverse=True)
+        names, which = factorize(kinds)
+        # Per kind, how many of its parts are off, a signal at a time (np.add.at is slow).
         share = np.zeros((len(names), strong.shape[1]))
-        np.add.at(share, which, strong)
+        for column in np.flatnonzero(strong.any(axis=0)).tolist():
+            share[:, column] = np.bincount(which, weights=strong[:, column], minlength=len(names))
         share /= np.bincount(which, minlength=len(names))[:, None]
         shared = (share >= 0.5) & (np.bincount(which, minlength=len(names)) >= 2)[:, None]
         strong &= ~shared[which]

@@ -19,6 +19,7 @@ from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from reflex_localize.flows.messages import ErrorRecord, WindowBatch, shard_of
 from reflex_localize.flows.plain_runs import PlainRuns
 from reflex_localize.flows.shared_windows import SharedWindows, split_by_shard
+from reflex_localize.flows.signals import factorize
 from reflex_localize.flows.stream_clock import StampCheck, median_start
 from reflex_localize.schemas.codec import Point, PointError
 from reflex_localize.schemas.contract import load_schema
@@ -548,9 +549,7 @@ class _Replay:
             if position not in held.uncounted:
                 stamp = held.lines[position].rsplit(" ", 1)[-1]
                 self.reject("timestamp_not_plain_ns", f"line {held.numbers[position]}: {stamp}")
-        times = frame.time_ns.tolist()
-        columns = [column.tolist() for column in frame.tags.values()]
-        if len(set(zip(times, *columns, strict=True))) == len(times):
+        if not _repeats_a_row(frame):
             return keep  # no two rows share tags and stamp: no line repeats another
         seen: set[tuple[str, int]] = set()
         for row, position in enumerate(positions.tolist()):
@@ -594,6 +593,20 @@ class _OpenWindow:
 
     def add_point(self, point: Point) -> None:
         self.points.append((len(self.lines), point))
+
+
+def _repeats_a_row(frame: Frame) -> bool:
+    """Whether two rows share their tags and stamp: tag columns as codes, rows sorted by
+    them, neighbours compared (a set of row tuples cost a Python tuple per row)."""
+    if len(frame) < 2:
+        return False
+    keys = [frame.time_ns, *(factorize(column)[1] for column in frame.tags.values())]
+    order = np.lexsort(keys)
+    same = np.ones(len(order) - 1, bool)
+    for key in keys:
+        ordered = key[order]
+        same &= ordered[1:] == ordered[:-1]
+    return bool(same.any())
 
 
 def line_owner(line: str, n_shards: int, owners: dict[str, int]) -> int:

@@ -1,0 +1,24 @@
+"""The replay's duplicate check (flows/sources.py ``_repeats_a_row``) says what a set of row
+tuples says: whether two rows of a frame share every tag and the stamp."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from reflex_localize.flows.sources import _repeats_a_row
+from reflex_localize.schemas.frame import Frame
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_repeats_a_row_matches_a_set_of_row_tuples(seed: int) -> None:
+    rng = random.Random(seed)
+    rows = rng.randint(0, 40)
+    names = rng.sample(["node", "gpu", "cluster", "hca"], rng.randint(0, 3))
+    tags = {n: np.array([rng.choice("ab") for _ in range(rows)], dtype=object) for n in names}
+    times = np.array([rng.choice([5, 6, 7, 10**18]) for _ in range(rows)], np.int64)
+    frame = Frame("gpu", times, tags, {})
+    tuples = list(zip(times.tolist(), *(c.tolist() for c in tags.values()), strict=True))
+    assert _repeats_a_row(frame) == (len(set(tuples)) < len(tuples))
