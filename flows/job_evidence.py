@@ -131,6 +131,9 @@ def _spread_single_node_groups(entities: np.ndarray, groups: np.ndarray) -> np.n
 @dataclass
 class EvidenceBook:
     since: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (entity, signal) -> (since, end of the window it was first gone in) of its last episode
+    # that ended: a slowdown is often told after the burst that caused it is over.
+    ended: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
     features: dict[str, dict[str, float]] = field(default_factory=dict)  # this window
     # This window's entities, their deviation from peers, and which signals carry weight:
@@ -203,7 +206,7 @@ class EvidenceBook:
             row_of = {entity: row for row, entity in enumerate(entities.tolist())}
             for key in [k for k in self.since if k[0] in row_of and k[1] in SIGNAL_INDEX]:
                 if amount[row_of[key[0]], SIGNAL_INDEX[key[1]]] == 0:
-                    del self.since[key]
+                    self._stop(key, end_ns)
 
     def peer_only(self) -> dict[str, tuple[str, float, float]]:
         """This window: entity -> (signal, peer z, strength) of its strongest deviation from
@@ -254,7 +257,7 @@ class EvidenceBook:
         ]
         for info in infos_known:
             if not any(info is i for i, _, _ in slow):
-                self.since.pop((rank_entity(info), STEP_SIGNAL), None)
+                self._stop((rank_entity(info), STEP_SIGNAL), end_ns)
         for entity, placed, peer_z, profile in place_stragglers(slow, infos_known, totals):
             self.features.setdefault(entity, {})[STEP_SIGNAL] = placed
             amount = placed * weights(profile).get(STEP_SIGNAL, 1.0)
@@ -295,13 +298,19 @@ class EvidenceBook:
             self._note(
                 receiver, Evidence(f"back_pressure: {node} waits on it", None, None, wait, since)
             )
-        self._ended("back_pressure", receivers)
+        self._ended("back_pressure", receivers, end_ns)
 
-    def _ended(self, kind: str, still: set[str]) -> None:
+    def _ended(self, kind: str, still: set[str], end_ns: int) -> None:
         """A derived evidence's persistence ends when it stops, as a signal's does: else a
         part that was pressed once would count as held at every later slowdown."""
         for key in [k for k in self.since if k[1] == kind and k[0] not in still]:
-            del self.since[key]
+            self._stop(key, end_ns)
+
+    def _stop(self, key: tuple[str, str], end_ns: int) -> None:
+        """Ends the key's episode (if it has one), keeping when it began and ended."""
+        since = self.since.pop(key, None)
+        if since is not None:
+            self.ended[key] = (since, end_ns)
 
     def impact(self, totals: dict[str, float], model: ImpactModel, end_ns: int) -> None:
         """Evidence in proportion to the slowdown a part's anomalies predict (the learned
@@ -328,7 +337,7 @@ class EvidenceBook:
             if together > 1e-9:
                 self._add(totals, f"{node}|node|-", together, model, union, end_ns)
                 predicted.add(f"{node}|node|-")
-        self._ended("impact", predicted)
+        self._ended("impact", predicted, end_ns)
 
     def _add(
         self,
@@ -371,7 +380,7 @@ class EvidenceBook:
                 key[0].split("|", 1)[0] not in per_node
                 or len(per_node[key[0].split("|", 1)[0]]) < 2
             ):
-                del self.since[key]
+                self._stop(key, end_ns)
 
     def history(
         self, totals: dict[str, float], records: dict[str, tuple[float, str]], end_ns: int
@@ -391,7 +400,7 @@ class EvidenceBook:
             kept = [e for e in self.evidence.get(entity, []) if not e.signal.startswith("record")]
             note = Evidence(f"record from earlier jobs: {why}"[:120], None, None, extra, since)
             self.evidence[entity] = [*kept, note]
-        self._ended("record", weighed)
+        self._ended("record", weighed, end_ns)
 
     def explicit(
         self, events: list[ExplicitEvent], totals: dict[str, float], corrected: dict[str, float]

@@ -128,6 +128,8 @@ class JobState:
     last_event_nodes: set[str] = field(default_factory=set)
     last_event_entities: set[str] = field(default_factory=set)
     held_since: int = -1  # window of a regression still waiting for its cause's evidence
+    # When the job's step time began to drift up, for the regression that reports it.
+    slowdown_onset_ns: int = 2**62
     info_verdict_ns: int = -(10**19)  # a "no hardware fault" was told then; a suspect revises it
     step_now: float = 0.0  # the job's median step time in the latest window with steps
     last_evidence: dict[str, int] = field(default_factory=dict)  # entity -> last window
@@ -427,9 +429,12 @@ class JobState:
             [p.steps.step_time - np.nan_to_num(p.steps.checkpoint) for p in parts]
         )
         steps = np.concatenate([p.steps.step for p in parts])
+        rising = self.regression.cusum > 0
         regressed = bool(len(step_times)) and self.regression.update(
             float(np.nanmedian(step_times))
         )
+        if not rising and self.regression.cusum > 0 and self.held_since < 0:
+            self.slowdown_onset_ns = end_ns  # the slowdown a regression may report began
         alive = any(p.alive_nodes for p in parts)
         max_step = int(steps.max()) if len(steps) else self.hang.last_step
         typical = float(np.nanmedian(step_times)) if np.isfinite(step_times).any() else 0.0
@@ -503,9 +508,19 @@ class JobState:
         window, one slow step stays the latest for several windows."""
         window_ns = PERSIST_WINDOWS * self.config.window_seconds * 1e9
         steps_ns = max(window_ns, 2 * self.step_now * 1e9)
-        return any(
+        if any(
             since <= end_ns - (steps_ns if signal == STEP_SIGNAL else window_ns)
             for (e, signal), since in self.book.since.items()
+            if e == entity
+        ):
+            return True
+        # Or it held that long and ended while the job slowed: a regression is told some
+        # windows after its slowdown began, sometimes after the burst that caused it is over.
+        last_window_ns = self.config.window_seconds * 1e9
+        return any(
+            gone - last_window_ns >= self.slowdown_onset_ns
+            and since <= gone - last_window_ns - (steps_ns if signal == STEP_SIGNAL else window_ns)
+            for (e, signal), (since, gone) in self.book.ended.items()
             if e == entity
         )
 
