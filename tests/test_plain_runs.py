@@ -81,6 +81,28 @@ def _windows(path: Path, runs: bool, monkeypatch: pytest.MonkeyPatch) -> list:
         ]
 
 
+def _count_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length of every run the replay takes at once, as it takes them."""
+    taken: list[int] = []
+    original = sources._Replay.queue_run
+
+    def counting(self, before, lines, runs, at, end):
+        taken.append(end - at)
+        return original(self, before, lines, runs, at, end)
+
+    monkeypatch.setattr(sources._Replay, "queue_run", counting)
+    return taken
+
+
+def _same_windows(fast: list, slow: list) -> None:
+    assert [w for w, _, _ in fast] == [w for w, _, _ in slow]
+    for (window, fast_lines, fast_errors), (_, slow_lines, slow_errors) in zip(
+        fast, slow, strict=True
+    ):
+        assert fast_lines == slow_lines, window
+        assert fast_errors == slow_errors, window
+
+
 @pytest.mark.parametrize("foreign", [False, True])
 def test_runs_give_the_line_at_a_time_windows(
     foreign: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -88,23 +110,11 @@ def test_runs_give_the_line_at_a_time_windows(
     lines = _salted(_capture(120), random.Random(11), foreign)
     path = tmp_path / "salted.lp"
     path.write_text("\n".join(lines) + "\n")
-    taken_in_runs = []
-    original = sources._Replay.queue_run
-
-    def counting(self, before, lines_, runs, at, end):
-        taken_in_runs.append(end - at)
-        return original(self, before, lines_, runs, at, end)
-
-    monkeypatch.setattr(sources._Replay, "queue_run", counting)
+    taken_in_runs = _count_runs(monkeypatch)
     fast = _windows(path, True, monkeypatch)
     slow = _windows(path, False, monkeypatch)
     assert sum(taken_in_runs) > len(lines) // 2  # the runs did take most lines
-    assert [w for w, _, _ in fast] == [w for w, _, _ in slow]
-    for (window, fast_lines, fast_errors), (_, slow_lines, slow_errors) in zip(
-        fast, slow, strict=True
-    ):
-        assert fast_lines == slow_lines, window
-        assert fast_errors == slow_errors, window
+    _same_windows(fast, slow)
     reasons = {error.reason for _, _, errors in slow for error in errors}
     assert {"late", "duplicate_point", "timestamp_in_seconds"} <= reasons
 
@@ -149,23 +159,11 @@ def test_a_pass_for_some_shards_takes_runs_as_the_line_at_a_time_loop(
     lines = _salted(_node_salted(_capture(60), rng), rng, foreign=True)
     path = tmp_path / "salted.lp"
     path.write_text("\n".join(lines) + "\n")
-    taken_in_runs = []
-    original = sources._Replay.queue_run
-
-    def counting(self, before, lines_, runs, at, end):
-        taken_in_runs.append(end - at)
-        return original(self, before, lines_, runs, at, end)
-
-    monkeypatch.setattr(sources._Replay, "queue_run", counting)
+    taken_in_runs = _count_runs(monkeypatch)
     fast = _shard_windows(path, shards, True, monkeypatch)
     slow = _shard_windows(path, shards, False, monkeypatch)
     assert sum(taken_in_runs) > len(lines) // 2
-    assert [w for w, _, _ in fast] == [w for w, _, _ in slow]
-    for (window, fast_lines, fast_errors), (_, slow_lines, slow_errors) in zip(
-        fast, slow, strict=True
-    ):
-        assert fast_lines == slow_lines, window
-        assert fast_errors == slow_errors, window
+    _same_windows(fast, slow)
     kept = sum(len(lines_) for _, lines_, _ in slow)
     assert 0 < kept < len(lines) * 0.9  # the pass kept its shards' rows, not every row
     reasons = {error.reason for _, _, errors in slow for error in errors}
