@@ -19,6 +19,7 @@ from reflex_localize.flows.impact_model import ImpactModel
 from reflex_localize.flows.messages import ExplicitEvent, JobWindow, RankInfo
 from reflex_localize.flows.shard_step import DIRECTION, FLOORS
 from reflex_localize.flows.signals import SIGNAL_INDEX, SIGNAL_NAMES, STEP_SIGNAL, factorize
+from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
 
 EXPLICIT_EVIDENCE = {"critical": 6.0, "warning": 2.0}
 RECORD_MATTERS = 1.0  # a part's trouble from earlier jobs that changes how it is judged
@@ -129,7 +130,7 @@ def _spread_single_node_groups(entities: np.ndarray, groups: np.ndarray) -> np.n
 
 
 @dataclass
-class EvidenceBook:
+class EvidenceBook(FieldsFilledOnRestore):
     since: dict[tuple[str, str], int] = field(default_factory=dict)
     # (entity, signal) -> (since, end of the window it was first gone in) of its last episode
     # that ended: a slowdown is often told after the burst that caused it is over.

@@ -36,6 +36,7 @@ from reflex_localize.flows.messages import (
 )
 from reflex_localize.flows.signals import SIGNAL_NAMES, STEP_SIGNAL
 from reflex_localize.flows.site_blame import shared_switch, switch_suspect
+from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
 from reflex_localize.flows.step_peers import StepFinding, StepPeers
 from reflex_localize.flows.thresholds import threshold_events
 from reflex_localize.flows.triggers import HangDetector, StepRegression
@@ -106,7 +107,7 @@ class JobConfig:
 
 
 @dataclass
-class JobState:
+class JobState(FieldsFilledOnRestore):
     job: str
     config: JobConfig
     pending: dict[int, dict[str, JobWindow]] = field(default_factory=dict)

@@ -30,6 +30,7 @@ from reflex_localize.flows.node_memory import (
     NodeMemory,
 )
 from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, CounterMemory, derive, factorize
+from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
 from reflex_localize.schemas.codec import Point
 from reflex_localize.schemas.contract import load_schema
 from reflex_localize.schemas.frame import Frame, validate_frame
@@ -80,7 +81,7 @@ class ShardConfig:
 
 
 @dataclass
-class ShardState:
+class ShardState(FieldsFilledOnRestore):
     config: ShardConfig
     baseline: LongitudinalBaseline = field(
         default_factory=lambda: LongitudinalBaseline(len(SIGNAL_NAMES), FLOORS)
