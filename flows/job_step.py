@@ -509,19 +509,19 @@ class JobState(FieldsFilledOnRestore):
         window, one slow step stays the latest for several windows."""
         window_ns = PERSIST_WINDOWS * self.config.window_seconds * 1e9
         steps_ns = max(window_ns, 2 * self.step_now * 1e9)
-        if any(
-            since <= end_ns - (steps_ns if signal == STEP_SIGNAL else window_ns)
-            for (e, signal), since in self.book.since.items()
-            if e == entity
-        ):
+
+        def held(signal: str, since: int, last_ns: float) -> bool:
+            return since <= last_ns - (steps_ns if signal == STEP_SIGNAL else window_ns)
+
+        if any(held(s, since, end_ns) for (e, s), since in self.book.since.items() if e == entity):
             return True
         # Or it held that long and ended while the job slowed: a regression is told some
         # windows after its slowdown began, sometimes after the burst that caused it is over.
         last_window_ns = self.config.window_seconds * 1e9
         return any(
             gone - last_window_ns >= self.slowdown_onset_ns
-            and since <= gone - last_window_ns - (steps_ns if signal == STEP_SIGNAL else window_ns)
-            for (e, signal), (since, gone) in self.book.ended.items()
+            and held(s, since, gone - last_window_ns)
+            for (e, s), (since, gone) in self.book.ended.items()
             if e == entity
         )
 

@@ -240,7 +240,6 @@ class PushPartition(StatefulSourcePartition[WindowBatch, int]):
         # Telegraf and dcgm-exporter lines become Reflex points (schemas/foreign_translate.py);
         # they carry host, not node, so every shard translates them and keeps its own rows.
         self._foreign = ForeignTranslator()
-        self._block_heads: dict[str, bool] = {}  # measurement -> decoded in the window's block
         self._warned = False  # that the stream has not taken over
         self.stats = PushStats()
         self._reader = InfluxSource(
@@ -408,7 +407,7 @@ class PushPartition(StatefulSourcePartition[WindowBatch, int]):
         points: list[tuple[int, Point]] = []  # a point after b block lines sorts at 2b
         errors: list[tuple[int, ErrorRecord]] = []
         for line in sorted(lines):
-            if self._deferred(line):
+            if self._foreign.is_reflex_line(line):
                 block_lines.append(line)
                 continue
             place = 2 * len(block_lines)
@@ -438,15 +437,6 @@ class PushPartition(StatefulSourcePartition[WindowBatch, int]):
         self.stats.rejected += 1
         code = error.code if isinstance(error, PointError) else "unparseable"
         return ErrorRecord("source", code, f"{where}: {error}"[:300])
-
-    def _deferred(self, line: str) -> bool:
-        """Whether a line waits for its window's block decode: every line but a foreign one."""
-        head = line.partition(",")[0].partition(" ")[0]
-        deferred = self._block_heads.get(head)
-        if deferred is None:  # as ForeignTranslator.decode chooses
-            deferred = "\\" in head or not self._foreign.is_foreign(head)
-            self._block_heads[head] = deferred
-        return deferred
 
     def next_awake(self) -> datetime | None:
         return self._awake

@@ -202,16 +202,11 @@ _INDEX_TAG = {
 _PER_DEVICE = {"host_disk": "device", "host_fs": "mountpoint"}
 
 
-def entity_keys(frame: Frame) -> np.ndarray:
-    """``node|component|index`` for every row of a frame of a signal-bearing measurement."""
-    distinct, inverse = entity_groups(frame)
-    return distinct[inverse]
-
-
 def entity_groups(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
-    """``factorize(entity_keys(frame))``: the distinct entity keys in first-seen order and each
-    row's code, built from the codes of the tags that make the key, so that a key string is
-    made once per entity and not once per row (a window holds tens of rows per entity)."""
+    """The ``node|component|index`` keys of a frame's entities, distinct in first-seen order,
+    and each row's code (as :func:`factorize` of the per-row keys would give them), built from
+    the codes of the tags that make the key, so that a key string is made once per entity and
+    not once per row (a window holds tens of rows per entity)."""
     columns, template = _key_parts(frame)
     combined = np.zeros(len(frame), np.int64)
     values: list[np.ndarray] = []
@@ -233,7 +228,7 @@ def entity_groups(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _key_parts(frame: Frame) -> tuple[list[np.ndarray], str]:
-    """The tag columns an entity key is made of, and how (see :func:`entity_keys`)."""
+    """The tag columns an entity key is made of, and the format that joins them."""
     node = frame.tags["node"]
     if frame.measurement in ("gpu", "gpu_nvlink"):
         return [node, frame.tags["gpu"]], "{}|gpu|{}"

@@ -327,7 +327,6 @@ class _Replay:
         self.owners: dict[str, int] = {}
         self.owner_by_head: dict[str, int] = {}  # a run's line owners (_owners_of)
         self.foreign = ForeignTranslator()  # one per pass: it remembers the last XID per GPU
-        self.deferred: dict[str, bool] = {}  # measurement -> its lines wait for decode_block
 
     def _counted(self, line: str) -> tuple[int, bool]:
         """The line's owning shard (-1: shared) and whether this pass counts its rejects."""
@@ -373,7 +372,8 @@ class _Replay:
         owner, counted = self._counted(line)
         if owner >= 0 and self.mine is not None and owner not in self.mine:
             return  # another process's line: only its time was needed
-        if stamp is not None and stamp // self.window_ns > self.closed and self._deferred(line):
+        reflex = self.foreign.is_reflex_line(line)
+        if stamp is not None and stamp // self.window_ns > self.closed and reflex:
             # Decoded with its window's other lines in one block (schemas/line_decoder.py).
             self.pending[stamp // self.window_ns].add_line(number, line, stamp, counted)
             return
@@ -423,12 +423,8 @@ class _Replay:
         owner, counted = self._counted(line)
         if owner >= 0 and self.mine is not None and owner not in self.mine:
             return True  # another process's line: only its time was needed
-        comma = line.find(",")
-        deferred = self.deferred.get(line[:comma] if comma > 0 else "")
-        if deferred is None:
-            deferred = self._deferred(line)
-        if not deferred:
-            return False
+        if not self.foreign.is_reflex_line(line):
+            return False  # a foreign line: translated in line order (the translator keeps memory)
         pending.add_line(number, line, stamp, counted)
         return True
 
@@ -505,15 +501,6 @@ class _Replay:
         if held is None:
             held = self.pending[window] = _OpenWindow()
         return held
-
-    def _deferred(self, line: str) -> bool:
-        """Whether a line of this measurement waits for its window's block decode: every line
-        but a foreign one (whose translator keeps memory, so it goes in line order)."""
-        head = line.partition(",")[0].partition(" ")[0]
-        deferred = self.deferred.get(head)
-        if deferred is None:  # as ForeignTranslator.decode chooses
-            deferred = self.deferred[head] = "\\" in head or not self.foreign.is_foreign(head)
-        return deferred
 
     def close(self, window: int) -> list[Frame]:
         """The window's frames: its deferred lines decoded in one block, merged in the order

@@ -96,9 +96,20 @@ class ForeignTranslator:
         self.stats = TranslateStats()
         self._last: dict[tuple[str, ...], float] = {}  # previous counter or XID per GPU, field
         self._told: set[str] = set()  # ignored fields already noted once
+        self._reflex_heads: dict[str, bool] = {}  # measurement -> is_reflex_line's answer
 
     def is_foreign(self, measurement: str) -> bool:
         return self.mapping.table_of(measurement) is not None
+
+    def is_reflex_line(self, line: str) -> bool:
+        """Whether a line is Reflex's own, to decode as it is (a block decoder may take it):
+        its measurement, up to the first comma or space, is escaped or not a foreign one.
+        Remembered per measurement: a stream repeats a few of them."""
+        head = line.partition(",")[0].partition(" ")[0]
+        reflex = self._reflex_heads.get(head)
+        if reflex is None:
+            reflex = self._reflex_heads[head] = "\\" in head or not self.is_foreign(head)
+        return reflex
 
     def decode(self, line: str) -> tuple[list[Point], list[Note]]:
         """The Reflex points of one line; raises PointError for a line of no known source."""
