@@ -20,7 +20,7 @@ import dataclasses
 import math
 import multiprocessing
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from reflex_localize.flows.events import LocalizationEvent
@@ -41,11 +41,13 @@ class SoakSource(SimulatorSource):
         super().__init__(scenario, seed, 1, 10.0)
         self.duration_s = duration_s
 
-    def _simulate(self, window_seconds: float) -> Iterable[list[Frame]]:
+    def _simulate(
+        self, window_seconds: float, nodes: Callable[[str], bool] | None
+    ) -> Iterable[list[Frame]]:
         scenario = load_scenario(self.scenario)
         if self.duration_s is not None:
             scenario = dataclasses.replace(scenario, duration_s=self.duration_s)
-        return Simulation(scenario, seed=self.seed).chunks(seconds=window_seconds)
+        return Simulation(scenario, seed=self.seed).chunks(window_seconds, nodes)
 
 
 def poisson_upper(events: int, confidence: float = CONFIDENCE) -> float:

@@ -140,17 +140,19 @@ class MemorySource(WindowedSource):
 class ChunkSource(WindowedSource):
     """Frames from a generator of chunks (the simulator's), cut into epoch-aligned windows.
 
-    ``chunks(window_seconds)`` is called once per process (:mod:`flows.shared_windows`): the
-    partitions of a process share one pass, each given its own shard's rows. Another process
-    makes its own pass, so the chunks must come out the same every time (a deterministic
-    simulation). The shell hands the simulator in this way, so the flow never imports it.
+    ``chunks(window_seconds, nodes)`` is called once per process (:mod:`flows.shared_windows`):
+    the partitions of a process share one pass, each given its own shard's rows. ``nodes`` is
+    None, or says which nodes this process's shards own: the chunks may leave the others out
+    (the simulator does not lay out their rows). Another process makes its own pass, so the
+    chunks must come out the same every time (a deterministic simulation). The shell hands
+    the simulator in this way, so the flow never imports it.
     """
 
     rows_selected = True
 
     def __init__(
         self,
-        chunks: Callable[[float], Iterable[list[Frame]]],
+        chunks: Callable[[float, Callable[[str], bool] | None], Iterable[list[Frame]]],
         n_shards: int = 1,
         window_seconds: float = 10.0,
     ) -> None:
@@ -160,11 +162,23 @@ class ChunkSource(WindowedSource):
 
     def _shard_windows(self, index: int) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
         if self._shared is None:
-            self._shared = SharedWindows(lambda _: self._windows(), self.n_shards)
+            self._shared = SharedWindows(self._windows_of, self.n_shards)
         return self._shared.reader(index)
 
     def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
-        for frames in self.chunks(self.window_ns / 1e9):
+        return self._windows_of(None)
+
+    def _windows_of(
+        self, shards: frozenset[int] | None
+    ) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
+        nodes = None
+        if shards is not None and len(shards) < self.n_shards:
+            owners: dict[str, int] = {}
+
+            def nodes(node: str) -> bool:
+                return owners.setdefault(node, shard_of(node, self.n_shards)) in shards
+
+        for frames in self.chunks(self.window_ns / 1e9, nodes):
             yield from split_windows(frames, self.window_ns)
 
 

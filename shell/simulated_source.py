@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from reflex_localize.flows.sources import ChunkSource, split_windows
 from reflex_localize.schemas.frame import Frame
@@ -10,8 +10,9 @@ from reflex_localize.simulator import Simulation, load_scenario, scale_scenario
 
 
 class SimulatorSource(ChunkSource):
-    """The in-process simulator: one full (deterministic) simulation per process, shared by
-    its partitions, each keeping its own shard's rows (see :class:`ChunkSource`).
+    """The in-process simulator: one (deterministic) simulation per process, shared by its
+    partitions, laying out only the rows of the nodes their shards own (see
+    :class:`ChunkSource`).
 
     >>> source = SimulatorSource("demo", seed=7, n_shards=2)
     >>> source.list_parts()
@@ -29,11 +30,13 @@ class SimulatorSource(ChunkSource):
         super().__init__(self._simulate, n_shards, window_seconds)
         self.scenario, self.seed, self.scale = scenario, seed, scale
 
-    def _simulate(self, window_seconds: float) -> Iterable[list[Frame]]:
+    def _simulate(
+        self, window_seconds: float, nodes: Callable[[str], bool] | None
+    ) -> Iterable[list[Frame]]:
         scenario = load_scenario(self.scenario)
         if self.scale is not None:
             scenario = scale_scenario(scenario, self.scale)
-        return Simulation(scenario, seed=self.seed).chunks(seconds=window_seconds)
+        return Simulation(scenario, seed=self.seed).chunks(window_seconds, nodes)
 
 
 def simulated_windows(

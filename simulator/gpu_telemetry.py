@@ -17,7 +17,14 @@ import numpy as np
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.simulator.cluster import ClusterSpec
 from reflex_localize.simulator.effects import BlockState
-from reflex_localize.simulator.telemetry import BlockInput, Counters, frame, noise, tag
+from reflex_localize.simulator.telemetry import (
+    BlockInput,
+    Counters,
+    frame,
+    kept_rows,
+    noise,
+    tag,
+)
 from reflex_localize.simulator.topology import GpuTopology, pci_bus_id
 
 NVLINK_EVERY_S = 10  # reading every link's counters is expensive; real collectors do it rarely
@@ -126,7 +133,8 @@ class GpuTelemetry:
         if self.topology is not None:
             due = self.topology.due(block.first_s, block.seconds)
             if due is not None:
-                frames.append(self.topology.frame(int(block.times_ns[due - block.first_s])))
+                topology = self.topology.frame(int(block.times_ns[due - block.first_s]))
+                frames += kept_rows([topology], block.kept)
         return frames
 
     def _gpu_fields(self, block: BlockInput) -> tuple[dict[str, np.ndarray], np.ndarray]:

@@ -2,7 +2,9 @@
 
 Everything random is decided from the seed: the schedule (background, quirks, faults) once
 at construction, the per-second noise per block of ``chunks(seconds)``. The same seed and
-chunk length give identical frames.
+chunk length give identical frames. ``chunks(seconds, nodes=...)`` writes only some nodes'
+rows (a flow process's shards), each identical to a full run's: every value is still drawn
+for every entity, but no other node's row is laid out.
 
 >>> from reflex_localize.simulator.scenario import load_scenario
 >>> sim = Simulation(load_scenario("demo"), seed=7)
@@ -16,7 +18,7 @@ chunk length give identical frames.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +44,7 @@ from reflex_localize.simulator.jobs import JobRuntime
 from reflex_localize.simulator.mixture import mixture_faults
 from reflex_localize.simulator.network_telemetry import NetworkTelemetry
 from reflex_localize.simulator.scenario import Scenario
-from reflex_localize.simulator.telemetry import BlockInput
+from reflex_localize.simulator.telemetry import BlockInput, kept_rows
 
 
 class Simulation:
@@ -112,12 +114,18 @@ class Simulation:
         self.network = NetworkTelemetry(self.cluster, seed)
         self.host = HostTelemetry(self.cluster, disks=scenario.host_disk)
         self._started = False
+        self._kept: frozenset[str] | None = None
 
-    def chunks(self, seconds: float = 10.0) -> Iterator[list[Frame]]:
-        """Frames of [t, t + seconds) for successive t, in simulated time order. One-shot."""
+    def chunks(
+        self, seconds: float = 10.0, nodes: Callable[[str], bool] | None = None
+    ) -> Iterator[list[Frame]]:
+        """Frames of [t, t + seconds) for successive t, in simulated time order, of the nodes
+        ``nodes`` keeps (all of them by default). One-shot."""
         if self._started:
             raise RuntimeError("a Simulation runs once; make a new one to replay it")
         self._started = True
+        if nodes is not None:
+            self._kept = frozenset(n.name for n in self.cluster.nodes if nodes(n.name))
         step = round(seconds)
         if step < 1 or abs(step - seconds) > 1e-9:
             raise ValueError(f"chunk length must be a whole number of seconds >= 1, not {seconds}")
@@ -152,17 +160,19 @@ class Simulation:
         times = self.start_ns + (first_s + np.arange(seconds, dtype=np.int64)) * 1_000_000_000
         block = BlockInput(first_s, seconds, times, rng, states["gpu"], states["host"],
                            states["port"], states["nic"], util, traffic, allocated,
-                           checkpointing)  # fmt: skip
+                           checkpointing, self._kept)  # fmt: skip
         telemetry: list[Frame] = []
         if first_s == 0:
-            telemetry.append(self.gpus.info_frame(int(times[0])))
+            telemetry += kept_rows([self.gpus.info_frame(int(times[0]))], self._kept)
         telemetry += self.gpus.frames(block)
         telemetry += self.host.frames(block)
         telemetry += self.network.frames(block)
         end_ns = self.start_ns + (first_s + seconds) * 1_000_000_000
         start_ns = self.start_ns + first_s * 1_000_000_000
-        telemetry += event_frames(self.events.between(start_ns, end_ns), self.cluster.name,
-                                  start_ns, end_ns)  # fmt: skip
+        events = event_frames(self.events.between(start_ns, end_ns), self.cluster.name,
+                              start_ns, end_ns)  # fmt: skip
+        # Events and the jobs' own rows (steps, membership) are few: cut after they are made.
+        frames = kept_rows(events + frames, self._kept)
         return [f for f in self.coverage.visible(telemetry + frames) if len(f)]
 
     def write_truth(self, path: str | Path) -> None:

@@ -38,6 +38,9 @@ class BlockInput:
     traffic: np.ndarray  # (seconds, gpus) 0-1 share of nominal network traffic
     allocated: np.ndarray  # (seconds, gpus) bool: a job process holds the GPU
     checkpointing: np.ndarray  # (seconds, nodes) 0-1: the node writes a checkpoint
+    # The nodes whose rows are written (a flow partition's shard), or None for all. Values
+    # are still drawn for every entity, so a kept node's rows are those of a full run.
+    kept: frozenset[str] | None = None
 
 
 class Counters:
@@ -79,7 +82,14 @@ def frame(
     fields: dict[str, np.ndarray],
     keep: np.ndarray | None = None,
 ) -> Frame:
-    """A time-major frame from (seconds, entities) field arrays; ``keep`` masks rows out."""
+    """A time-major frame from (seconds, entities) field arrays; ``keep`` masks rows out, and
+    so do the nodes the block does not keep (before any row is laid out)."""
+    if input.kept is not None:
+        columns = kept_mask(tags["node"], input.kept)
+        if not columns.all():
+            tags = {name: column[columns] for name, column in tags.items()}
+            fields = {name: np.asarray(values)[:, columns] for name, values in fields.items()}
+            keep = None if keep is None else keep[:, columns]
     entities = len(next(iter(tags.values())))
     times = np.repeat(input.times_ns, entities)
     flat = {name: np.ascontiguousarray(values).reshape(-1) for name, values in fields.items()}
@@ -91,6 +101,21 @@ def frame(
             flat = {name: column[rows] for name, column in flat.items()}
             tag_columns = {name: column[rows] for name, column in tag_columns.items()}
     return Frame(measurement, times, tag_columns, flat)
+
+
+def kept_mask(nodes: np.ndarray, kept: frozenset[str]) -> np.ndarray:
+    return np.fromiter((node in kept for node in nodes.tolist()), bool, len(nodes))
+
+
+def kept_rows(frames: list[Frame], kept: frozenset[str] | None) -> list[Frame]:
+    """``frames`` without the rows of nodes outside ``kept`` (None keeps every node)."""
+    if kept is None:
+        return frames
+    out = []
+    for f in frames:
+        rows = kept_mask(f.tags["node"], kept)
+        out.append(f if rows.all() else f.take(rows))
+    return out
 
 
 def noise(rng: np.random.Generator, shape: tuple[int, ...], sigma: float) -> np.ndarray:
