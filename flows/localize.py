@@ -21,6 +21,7 @@ from bytewax.operators import StatefulLogic
 
 from reflex_localize.flows.job_step import JobConfig, JobState
 from reflex_localize.flows.messages import ErrorRecord, JobWindow, WindowBatch
+from reflex_localize.flows.shard_keys import state_key
 from reflex_localize.flows.shard_step import ShardConfig, ShardState, reject_points
 from reflex_localize.flows.sinks import FlowSinks
 
@@ -94,13 +95,17 @@ def build_flow(
     window_seconds: float = 10.0,
     cluster: str = "sim",
     job_config: JobConfig | None = None,
+    shard_keys: str = "placed",
 ) -> Dataflow:
     shard_config = ShardConfig(window_seconds=window_seconds, cluster=cluster)
     job_config = job_config or JobConfig(window_seconds=window_seconds, cluster=cluster)
     flow = Dataflow("reflex-localize")
     batches = op.input("telemetry", flow, source)
-    # WindowBatch: one per shard and window, in window order per shard
-    by_shard = op.key_on("key_by_shard", batches, lambda b: b.shard)
+    # WindowBatch: one per shard and window, in window order per shard. Keyed so that Bytewax
+    # keeps each shard's state on the worker that reads it (flows/shard_keys.py).
+    by_shard = op.key_on(
+        "key_by_shard", batches, lambda b: state_key(b.shard, b.n_shards, shard_keys)
+    )
     # (shard, WindowBatch)
     shard_out = op.stateful(
         "shard_step", by_shard, lambda resume: _ShardLogic(resume or ShardState(shard_config))

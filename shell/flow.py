@@ -31,6 +31,7 @@ from typing import Any
 
 import click
 
+from reflex_localize.flows.shard_keys import SCHEMES
 from reflex_localize.influx.local_server import free_port
 from reflex_localize.shell.cli_checks import (
     AT_LEAST_ONE,
@@ -44,6 +45,7 @@ from reflex_localize.shell.cli_checks import (
     scenario_problem,
 )
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
+from reflex_localize.shell.recovery_keys import keys_problem
 from reflex_localize.shell.reject_summary import read_reject_counts, report_rejects
 
 FLOW = "reflex_localize.shell.flow_wiring:flow_from_env()"
@@ -103,6 +105,9 @@ def _addresses(ctx: click.Context, param: click.Parameter, value: str | None) ->
 @click.option("--cluster", default="default", show_default=True, help="cluster tag of results.")
 @click.option("--shards", type=AT_LEAST_ONE, default=4, show_default=True,
               help="Node shards (source partitions). Fixed for a deployment.")  # fmt: skip
+@click.option("--shard-keys", type=click.Choice(SCHEMES), default="placed", show_default=True,
+              help="How shard states are keyed; 'names' for a recovery directory from before "
+                   "placed keys.")  # fmt: skip
 @click.option("--window", type=POSITIVE_SECONDS, default=10.0, show_default=True,
               help="Window length in seconds.")  # fmt: skip
 @click.option("--lag", type=NOT_NEGATIVE_SECONDS, default=5.0, show_default=True,
@@ -138,6 +143,7 @@ def command(
     results_bucket: str,
     cluster: str,
     shards: int,
+    shard_keys: str,
     window: float,
     lag: float,
     start_ns: int | None,
@@ -171,6 +177,7 @@ def command(
         "REFLEX_SINK": sink,
         "REFLEX_OUT": str(out),
         "REFLEX_SHARDS": str(shards),
+        "REFLEX_SHARD_KEYS": shard_keys,
         "REFLEX_WINDOW_SECONDS": str(window),
         "REFLEX_CLUSTER": cluster,
         "REFLEX_LAG_SECONDS": str(lag),
@@ -188,6 +195,9 @@ def command(
     args = [sys.executable, "-m", "bytewax.run", FLOW, "-w", str(workers)]
     if not no_recovery:
         directory = recovery_dir or out / "recovery"
+        problem = keys_problem(directory, shard_keys)
+        if problem is not None:
+            raise click.UsageError(problem)
         if process_id in (None, 0):
             ensure_recovery_dir(directory, recovery_parts)
         else:

@@ -6,6 +6,9 @@
   or ``influx-push`` (a replication stream pushes to the flow, see :mod:`shell.push_wiring`).
 * ``REFLEX_SHARDS``: partitions of nodes (default 4). Keep it fixed for a deployment: a node's
   state lives in its shard.
+* ``REFLEX_SHARD_KEYS``: ``placed`` (default) or ``names``, how the shard step's states are
+  keyed (:mod:`reflex_localize.flows.shard_keys`; ``names`` for a recovery directory written
+  before placed keys).
 * ``REFLEX_SINK``: ``files`` (default) or ``influx`` (results bucket ``REFLEX_RESULTS_BUCKET``,
   default ``reflex``; spool in ``REFLEX_OUT/spool``).
 * ``REFLEX_OUT``: directory for events.jsonl, outputs.lp, errors.jsonl (errors only, with
@@ -26,6 +29,7 @@ from bytewax.inputs import Source
 from reflex_localize.flows.impact_model import ImpactModel
 from reflex_localize.flows.job_step import JobConfig
 from reflex_localize.flows.localize import build_flow
+from reflex_localize.flows.shard_keys import SCHEMES
 from reflex_localize.flows.sinks import FlowSinks, file_sinks
 from reflex_localize.flows.sources import LineProtocolSource
 from reflex_localize.flows.weights import load_weights
@@ -105,6 +109,13 @@ def _influx_settings() -> InfluxSettings:
     return config.influx
 
 
+def _shard_keys() -> str:
+    scheme = os.environ.get("REFLEX_SHARD_KEYS", "placed")
+    if scheme not in SCHEMES:
+        raise WiringError(f"REFLEX_SHARD_KEYS={scheme!r}: expected one of {', '.join(SCHEMES)}")
+    return scheme
+
+
 def flow_from_env() -> Dataflow:
     """For ``python -m bytewax.run "reflex_localize.shell.flow_wiring:flow_from_env()"``."""
     window = float(os.environ.get("REFLEX_WINDOW_SECONDS", "10"))
@@ -127,4 +138,5 @@ def flow_from_env() -> Dataflow:
         window_seconds=window,
         cluster=cluster,
         job_config=config,
+        shard_keys=_shard_keys(),
     )
