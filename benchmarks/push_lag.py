@@ -10,6 +10,11 @@ end (late writes), so "beyond the lag" subtracts it. CPU: seconds of CPU that in
 flow (all its processes) used over the run, as a share of one core.
 
     .venv/bin/python benchmarks/push_lag.py [--gpus 256 1024 2048] [--seconds 90] [--lag 2]
+        [--processes 2]
+
+With ``--processes N`` the flow runs ``-p N``: process K listens on the base port plus K and
+takes a replication stream of its own (each stream carries every write; a process keeps its
+shards' lines).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import numpy as np
 import psutil
 from flow_lag import feed, poll
 
-from reflex_localize.influx.local_server import free_port, start_influxdb
+from reflex_localize.influx.local_server import consecutive_free_ports, start_influxdb
 from reflex_localize.influx.replication import ensure_stream, stream_status
 
 CLI = [sys.executable, "-c", "from reflex_localize.shell.cli import main; main()", "flow"]
@@ -49,15 +54,17 @@ def cpu_seconds(process: psutil.Process) -> float:
 def run(gpus: int, args: argparse.Namespace) -> None:
     window_ns = int(args.window * 1e9)
     with start_influxdb() as server, tempfile.TemporaryDirectory() as tmp:
-        token, port = secrets.token_hex(16), free_port()
-        ensure_stream(
-            server.settings(),
-            name="reflex-flow",
-            local_bucket="telemetry",
-            remote_url=f"http://127.0.0.1:{port}",
-            remote_token=token,
-            remote_org=server.org,
-        )
+        token, port = secrets.token_hex(16), consecutive_free_ports(args.processes)
+        names = [f"reflex-flow-{index}" for index in range(args.processes)]
+        for index, name in enumerate(names):
+            ensure_stream(
+                server.settings(),
+                name=name,
+                local_bucket="telemetry",
+                remote_url=f"http://127.0.0.1:{port + index}",
+                remote_token=token,
+                remote_org=server.org,
+            )
         base_ns = (time.time_ns() // window_ns + 2) * window_ns
         env = {
             **os.environ,
@@ -69,7 +76,7 @@ def run(gpus: int, args: argparse.Namespace) -> None:
         command = [*CLI, "--source", "influx-push", "--sink", "influx"]
         command += ["--out", str(Path(tmp) / "o"), "--cluster", "sim", "--no-recovery"]
         command += ["--window", str(args.window), "--lag", str(args.lag)]
-        command += ["--start-ns", str(base_ns)]
+        command += ["--start-ns", str(base_ns), "-p", str(args.processes)]
         flow = subprocess.Popen(command, env=env, stderr=subprocess.PIPE)
         influxd = psutil.Process(server._process.pid)  # type: ignore[union-attr]
         flow_process = psutil.Process(flow.pid)
@@ -87,7 +94,7 @@ def run(gpus: int, args: argparse.Namespace) -> None:
         cpu_after = (cpu_seconds(influxd), cpu_seconds(flow_process))
         stop.set()
         poller.join()
-        stream = stream_status(server.settings(), "reflex-flow")
+        streams = [stream_status(server.settings(), name) for name in names]
         flow.terminate()
         _, err = flow.communicate(timeout=60)
     last_end = base_ns + args.seconds * 10**9
@@ -99,10 +106,12 @@ def run(gpus: int, args: argparse.Namespace) -> None:
     print(f"\n{gpus} GPUs, 1 s resolution, {args.seconds} s real time: "
           f"{stats['points']:,} points ({stats['points'] / args.seconds:,.0f}/s), "
           f"writer behind p95 {stats['write_behind_p95_s']:.2f} s")  # fmt: skip
-    print(f"windows {args.window:g} s, lag {args.lag:g} s, 1 flow process, push source")
-    if stream is not None:
-        print(f"stream: last answer {stream['latest_response_code']}, "
-              f"{stream['remaining_bytes']:,} bytes not yet sent at the end")  # fmt: skip
+    print(f"windows {args.window:g} s, lag {args.lag:g} s, {args.processes} flow process(es), "
+          "push source")  # fmt: skip
+    for stream in streams:
+        if stream is not None:
+            print(f"stream: last answer {stream['latest_response_code']}, "
+                  f"{stream['remaining_bytes']:,} bytes not yet sent at the end")  # fmt: skip
     print(f"CPU over {elapsed:.0f} s: influxd {influx_share:.2f} cores, "
           f"flow {flow_share:.2f} cores")  # fmt: skip
     if not len(lags):
@@ -121,6 +130,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=90)
     parser.add_argument("--window", type=float, default=10.0)
     parser.add_argument("--lag", type=float, default=2.0)
+    parser.add_argument("--processes", type=int, default=1, help="flow processes (-p)")
     args = parser.parse_args()
     for gpus in args.gpus:
         run(gpus, args)

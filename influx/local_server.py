@@ -10,6 +10,7 @@ the same port and data, which is how the writer's outage tests pull the plug.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -90,6 +91,21 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def consecutive_free_ports(count: int) -> int:
+    """A port P such that P .. P + count - 1 are free: `reflex flow -p N` with the push source
+    listens on the base port plus each process's index."""
+    while True:
+        port = free_port()
+        try:
+            with contextlib.ExitStack() as stack:
+                for offset in range(count):
+                    probe = stack.enter_context(socket.socket())
+                    probe.bind(("127.0.0.1", port + offset))
+            return port
+        except OSError:
+            continue
 
 
 class InfluxServer:

@@ -4,9 +4,7 @@ events file is byte for byte the one-process replay's."""
 
 from __future__ import annotations
 
-import contextlib
 import secrets
-import socket
 import time
 from pathlib import Path
 
@@ -15,27 +13,13 @@ from test_push_restart import flow
 from test_push_source import LAG_S, SPEED, PacedWriter, expected_events, stream_to, telemetry
 
 from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.influx.local_server import InfluxServer, free_port
+from reflex_localize.influx.local_server import InfluxServer, consecutive_free_ports
 from reflex_localize.influx.replication import remove_stream, stream_status
 from reflex_localize.shell.push_wiring import replay_clock
 
 pytestmark = [pytest.mark.influx, pytest.mark.slow]
 __all__ = ["expected_events", "telemetry"]  # module fixtures, shared with test_push_source
 S = 10**9
-
-
-def consecutive_free_ports(count: int) -> int:
-    """A port P such that P .. P + count - 1 are free (process K listens on P + K)."""
-    while True:
-        port = free_port()
-        try:
-            with contextlib.ExitStack() as stack:
-                for offset in range(count):
-                    probe = stack.enter_context(socket.socket())
-                    probe.bind(("127.0.0.1", port + offset))
-            return port
-        except OSError:
-            continue
 
 
 def test_two_processes_give_the_one_process_events_byte_for_byte(
