@@ -8,12 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from xid79_capture import xid79_chunks
 
 from reflex_localize.flows.events import LocalizationEvent
 from reflex_localize.flows.sinks import read_events
 from reflex_localize.influx.local_server import free_port
-from reflex_localize.schemas.frame_codec import encode_frame
-from reflex_localize.simulator import Simulation, load_scenario
 
 pytestmark = pytest.mark.slow
 CLI = [sys.executable, "-c", "from reflex_localize.shell.cli import main; main()", "flow"]
@@ -57,13 +56,8 @@ def test_a_cluster_of_processes_addressed_like_hosts(tmp_path: Path) -> None:
 
 def test_two_processes_replaying_a_file_find_the_events_of_one(tmp_path: Path) -> None:
     """Each process decodes only its shard's lines of the capture (flows/sources.py)."""
-    sim = Simulation(load_scenario("fault_xid79"), seed=7)
     capture = tmp_path / "capture.lp"
-    with capture.open("w") as out:
-        for number, chunk in enumerate(sim.chunks(10.0)):
-            if number * 10 >= 360:  # the XID 79 hits at 300 s
-                break
-            out.writelines(line + "\n" for frame in chunk for line in encode_frame(frame))
+    capture.write_text("".join(line + "\n" for chunk in xid79_chunks(360) for line in chunk))
     finish(flow(tmp_path / "one", source=f"file:{capture}"))
     finish(flow(tmp_path / "two", "-p", "2", source=f"file:{capture}"))
     one = read_events(tmp_path / "one" / "events.jsonl")

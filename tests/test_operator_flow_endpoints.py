@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from bytewax.testing import run_main
 from prometheus_client import CollectorRegistry
+from xid79_capture import xid79_chunks
 
 from reflex_localize.flows.flow_metrics import FlowMetrics, metered_sinks, metered_source
 from reflex_localize.flows.localize import build_flow
@@ -27,9 +28,7 @@ from reflex_localize.flows.sinks import callback_sinks
 from reflex_localize.flows.sources import LineProtocolSource
 from reflex_localize.influx.health_server import HealthServer
 from reflex_localize.influx.local_server import free_port
-from reflex_localize.schemas.frame_codec import encode_frame
 from reflex_localize.shell.flow_health import with_health
-from reflex_localize.simulator import Simulation, load_scenario
 
 BROKEN = ["not line protocol at all", "gpu,cluster=c,node=n1 temperature_celsius=oops 1"]
 
@@ -61,12 +60,9 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
 
 def write_capture(path: Path, seconds: int) -> Path:
     """The XID 79 scenario's first ``seconds`` as line protocol, with broken lines in it."""
-    sim = Simulation(load_scenario("fault_xid79"), seed=7)
     with path.open("w") as out:
-        for number, chunk in enumerate(sim.chunks(10.0)):
-            if number * 10 >= seconds:
-                break
-            out.writelines(line + "\n" for frame in chunk for line in encode_frame(frame))
+        for number, lines in enumerate(xid79_chunks(seconds)):
+            out.writelines(line + "\n" for line in lines)
             if number in (3, 4):
                 out.writelines(line + "\n" for line in BROKEN)
     return path

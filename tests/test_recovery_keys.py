@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from xid79_capture import xid79_chunks
 
 from reflex_localize.flows.sinks import read_events
-from reflex_localize.schemas.frame_codec import encode_frame
 from reflex_localize.shell.recovery_keys import SHARD_STEP, name_keyed_shards
-from reflex_localize.simulator import Simulation, load_scenario
 
 pytestmark = pytest.mark.slow
 CLI = [sys.executable, "-c", "from reflex_localize.shell.cli import main; main()", "flow"]
@@ -26,13 +25,7 @@ def flow(out: Path, capture: Path, *extra: str) -> subprocess.CompletedProcess[s
 
 
 def write_capture(path: Path, seconds: int) -> None:
-    """The first ``seconds`` of fault_xid79 (its XID 79 hits at 300 s)."""
-    sim = Simulation(load_scenario("fault_xid79"), seed=7)
-    with path.open("w") as out:
-        for number, chunk in enumerate(sim.chunks(10.0)):
-            if number * 10 >= seconds:
-                break
-            out.writelines(line + "\n" for frame in chunk for line in encode_frame(frame))
+    path.write_text("".join(line + "\n" for chunk in xid79_chunks(seconds) for line in chunk))
 
 
 def to_bare_names(directory: Path) -> None:
