@@ -45,9 +45,13 @@ from reflex_localize.schemas.hardware_profiles import load_profiles
 
 _NO_STAGE = -(2**62)  # a step row of a rank the job's membership does not know
 RECENT_WINDOWS = 3  # evidence this recent makes an entity a current suspect
-# A job slowed with no suspect yet waits this many windows for its cause's evidence before
-# it says "no hardware fault": a straggler needs a few of its steps to stand out.
+# A part's evidence that slows communication must hold this many windows (_comm_straggler).
 HOLD_WINDOWS = 3
+# A job slowed with no suspect yet waits this many windows for its cause's evidence (a
+# straggler needs a few of its steps to stand out) before it says "no hardware fault", and
+# says it only if the job is still slow then: a job-wide wobble of a minute (fabric, storage,
+# the data loader) is nothing an SRE can act on, a slowdown that holds two minutes is.
+INFO_HOLD_WINDOWS = 12
 # A regression names a part only when its evidence has held this many windows before (it was
 # seen in PERSIST_WINDOWS + 1 windows in a row).
 PERSIST_WINDOWS = 2
@@ -526,8 +530,9 @@ class JobState(FieldsFilledOnRestore):
         )
 
     def _held_regression(self, window: int, end_ns: int) -> LocalizationEvent | None:
-        """A regression is told once a suspect stands out, or after the hold with none."""
-        if self._strong_suspect(end_ns) is None and window - self.held_since < HOLD_WINDOWS:
+        """A regression is told once a suspect stands out, or after the hold with none (and
+        then only if the job is still slow: see _slight)."""
+        if self._strong_suspect(end_ns) is None and window - self.held_since < INFO_HOLD_WINDOWS:
             return None
         self.held_since = -1
         return self._emit(window, end_ns, "regression", None)
