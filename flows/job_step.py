@@ -45,12 +45,13 @@ from reflex_localize.schemas.hardware_profiles import load_profiles
 
 _NO_STAGE = -(2**62)  # a step row of a rank the job's membership does not know
 RECENT_WINDOWS = 3  # evidence this recent makes an entity a current suspect
-# A part's evidence that slows communication must hold this many windows (_comm_straggler).
+# See INFO_HOLD_WINDOWS; a part's evidence that slows communication must hold this many
+# windows too (_comm_straggler).
 HOLD_WINDOWS = 3
-# A job slowed with no suspect yet waits this many windows for its cause's evidence (a
-# straggler needs a few of its steps to stand out) before it says "no hardware fault", and
-# says it only if the job is still slow then: a job-wide wobble of a minute (fabric, storage,
-# the data loader) is nothing an SRE can act on, a slowdown that holds two minutes is.
+# A job slowed with no suspect yet waits HOLD_WINDOWS for its cause's evidence (a straggler
+# needs a few of its steps to stand out), then says "no hardware fault" only if the job stays
+# slow until INFO_HOLD_WINDOWS: a job-wide wobble of a minute (fabric, storage, the data
+# loader) is nothing an SRE can act on, a slowdown that holds two minutes is.
 INFO_HOLD_WINDOWS = 12
 # A regression names a part only when its evidence has held this many windows before (it was
 # seen in PERSIST_WINDOWS + 1 windows in a row).
@@ -530,10 +531,22 @@ class JobState(FieldsFilledOnRestore):
         )
 
     def _held_regression(self, window: int, end_ns: int) -> LocalizationEvent | None:
-        """A regression is told once a suspect stands out, or after the hold with none (and
-        then only if the job is still slow: see _slight)."""
-        if self._strong_suspect(end_ns) is None and window - self.held_since < INFO_HOLD_WINDOWS:
-            return None
+        """A regression is told once a suspect stands out. With none, the job must stay slow:
+        after HOLD_WINDOWS a job back within INFO_MIN_SLOWDOWN of its level ends the hold
+        quietly, as at any window after; one still slow at INFO_HOLD_WINDOWS is told. A part
+        that stands out after the first HOLD_WINDOWS is held to what a revision needs."""
+        held = window - self.held_since
+        top = self._strong_suspect(end_ns)
+        if top is not None and held > HOLD_WINDOWS and not _own_evidence(top):
+            top = None
+        if top is None:
+            if held < HOLD_WINDOWS:
+                return None
+            if self._slight():
+                self.held_since = -1  # the job came back by itself: nothing to tell
+                return None
+            if held < INFO_HOLD_WINDOWS:
+                return None
         self.held_since = -1
         return self._emit(window, end_ns, "regression", None)
 
@@ -546,9 +559,7 @@ class JobState(FieldsFilledOnRestore):
         top = self._strong_suspect(end_ns)
         if top is None or top.node in self.last_event_nodes:
             return None
-        # A part told only by its peers (no history of its own yet) may be a quirk of that
-        # part; a revision needs evidence from its own history, or its own slow steps.
-        if not any(e.temporal_z is not None or e.signal == STEP_SIGNAL for e in top.evidence):
+        if not _own_evidence(top):
             return None
         self.info_verdict_ns = -(10**19)
         return self._emit(window, end_ns, "regression", None, revises=True)
@@ -877,6 +888,13 @@ class JobState(FieldsFilledOnRestore):
             )
             suspects.insert(0, root_suspect)
         return suspects
+
+
+def _own_evidence(top: Suspect) -> bool:
+    """A part told only by its peers (no history of its own yet) may be a quirk of that part:
+    a late suspect (a revision, a hold's later windows) needs evidence from its own history,
+    or its own slow steps."""
+    return any(e.temporal_z is not None or e.signal == STEP_SIGNAL for e in top.evidence)
 
 
 def _checkpointing(parts: list[JobWindow]) -> bool:

@@ -1,6 +1,6 @@
 """A job slowed with no part to blame says "no hardware fault" only when the slowdown holds:
-after INFO_HOLD_WINDOWS windows, and only if the job is still slow then. A part that stands
-out during the hold is named at once.
+from HOLD_WINDOWS on, a job back within a few percent of its level ends the hold quietly,
+and one still slow at INFO_HOLD_WINDOWS is told. A part that stands out is named at once.
 
 Soaks of a quirky fleet (19,200 node-hours) raised four "job slowed with no hardware
 suspect" events, each a job-wide wobble of 0-8 % over its level for about a minute and a
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reflex_localize.flows.job_step import INFO_HOLD_WINDOWS, JobConfig, JobState
+from reflex_localize.flows.job_step import HOLD_WINDOWS, INFO_HOLD_WINDOWS, JobConfig, JobState
 
 LEVEL_S = 8.0
 FIRED = 1_000  # the window the regression fired in
@@ -49,6 +49,16 @@ def test_a_slowdown_that_passed_is_not_told() -> None:
     window = FIRED + INFO_HOLD_WINDOWS
     assert state._held_regression(window, _end(window)) is None
     assert state.held_since == -1  # the hold is over
+
+
+def test_a_job_back_at_its_level_ends_the_hold_at_once() -> None:
+    state = _held(LEVEL_S * 1.10)
+    assert state._held_regression(FIRED + HOLD_WINDOWS, _end(FIRED + HOLD_WINDOWS)) is None
+    assert state.held_since == FIRED  # still slow: the hold goes on
+    state.step_now = LEVEL_S * 1.02
+    window = FIRED + HOLD_WINDOWS + 1
+    assert state._held_regression(window, _end(window)) is None
+    assert state.held_since == -1  # back within a few percent: over, and nothing told
 
 
 def test_a_part_that_stands_out_is_named_during_the_hold() -> None:
