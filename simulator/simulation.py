@@ -171,8 +171,10 @@ class Simulation:
         start_ns = self.start_ns + first_s * 1_000_000_000
         events = event_frames(self.events.between(start_ns, end_ns), self.cluster.name,
                               start_ns, end_ns)  # fmt: skip
-        # Events and the jobs' own rows (steps, membership) are few: cut after they are made.
-        frames = kept_rows(events + frames, self._kept)
+        # Events and the jobs' own rows (steps, membership) are few: cut after they are made,
+        # each in its place in the chunk (as a run of every node lays it out).
+        telemetry += kept_rows(events, self._kept)
+        frames = kept_rows(frames, self._kept)
         return [f for f in self.coverage.visible(telemetry + frames) if len(f)]
 
     def write_truth(self, path: str | Path) -> None:
