@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from itertools import repeat
 
 import numpy as np
@@ -61,6 +62,10 @@ PERSIST_WINDOWS = 2
 REVISE_WINDOWS = 12
 # A slowdown with no suspect is told ("no hardware fault") only from this size up.
 INFO_MIN_SLOWDOWN = 0.05
+# A part an event named that then showed no evidence this long has recovered: if it slows the
+# job again within the cooldown, that is a new episode of an intermittent fault (a fail-slow
+# that comes and goes), told again as a recurrence, not folded into the first incident.
+RECUR_QUIET_S = 120.0
 # GPU signals that make a rank compute slower (a stage slow on all its ranks may be these).
 _SLOWING_SIGNALS = ("throttle_", "sm_clock_low", "power_low")
 # Faults of a part that slow communication (see _comm_straggler), and the share of step time
@@ -133,6 +138,11 @@ class JobState(FieldsFilledOnRestore):
     # Nodes and entities the events of the open incidents named (within the cooldown).
     last_event_nodes: set[str] = field(default_factory=set)
     last_event_entities: set[str] = field(default_factory=set)
+    # The open incidents' parts last had fresh evidence then, after a quiet gap this long (see
+    # RECUR_QUIET_S); when each node an event named was told in this job.
+    incident_active_ns: int = -(10**19)
+    incident_gap_ns: int = 0
+    episodes: dict[str, list[int]] = field(default_factory=dict)
     held_since: int = -1  # window of a regression still waiting for its cause's evidence
     # When the job's step time began to drift up, for the regression that reports it.
     slowdown_onset_ns: int = 2**62
@@ -279,6 +289,11 @@ class JobState(FieldsFilledOnRestore):
                 self.last_evidence[entity] = window
         self.fresh = {e for e, w in self.last_evidence.items() if window - w <= RECENT_WINDOWS}
         self.last_evidence = {e: self.last_evidence[e] for e in self.fresh}
+        if self.last_event_entities & self.fresh:
+            quiet = end_ns - self.incident_active_ns
+            if quiet > 1.5 * self.config.window_seconds * 1e9:  # a new run of evidence
+                self.incident_gap_ns = quiet
+            self.incident_active_ns = end_ns
         if self.config.recorder is not None:
             self.config.recorder(self.job, end_ns, self.book.features)
         keys = np.array(sorted(totals), dtype=object)
@@ -686,7 +701,7 @@ class JobState(FieldsFilledOnRestore):
         in_cooldown = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
         # One incident, one event: within the cooldown only an explicit error on a new node
         # opens a new incident; slowdowns, hangs and cascades belong to the open one.
-        if in_cooldown and not self._new_incident(root, top):
+        if in_cooldown and not self._new_incident(root, top, end_ns):
             return None
         if trigger == "regression" and root is None:
             suspects = self._slowing_lead([s for s in suspects if self._held(s.entity, end_ns)])
@@ -729,6 +744,7 @@ class JobState(FieldsFilledOnRestore):
         event = replace(event, sites=self._sites_of(event.suspects))
         if top is None and root is None:
             self.info_verdict_ns = end_ns
+        event = self._recurrence(event, in_cooldown and root is None)
         self._opened(end_ns, in_cooldown, {(s.node, s.entity) for s in suspects[:1]})
         return event
 
@@ -737,6 +753,9 @@ class JobState(FieldsFilledOnRestore):
         if not in_cooldown:
             self.last_event_nodes, self.last_event_entities = set(), set()
         self.last_event_ns = end_ns
+        self.incident_active_ns, self.incident_gap_ns = end_ns, 0
+        for node, _ in named:
+            self.episodes.setdefault(node, []).append(end_ns)
         self.last_event_nodes |= {node for node, _ in named}
         self.last_event_entities |= {entity for _, entity in named}
         self.regression.reset()
@@ -806,7 +825,7 @@ class JobState(FieldsFilledOnRestore):
         the cooldown, a new incident only on another node once the open one has gone quiet.
         ``suspects`` (lead first) replaces the compound ranking after the lead."""
         in_cooldown = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
-        if in_cooldown and not self._new_incident(None, lead, found_by_steps=True):
+        if in_cooldown and not self._new_incident(None, lead, end_ns, found_by_steps=True):
             return None
         named = suspects or [lead]
         others = [s for s in self._suspects(None) if s.entity not in {n.entity for n in named}]
@@ -814,6 +833,7 @@ class JobState(FieldsFilledOnRestore):
             self.job, self.config.cluster, window, end_ns, kind, finding, [*named, *others],
             rank_label=rank_label,
         )  # fmt: skip
+        event = self._recurrence(event, in_cooldown)
         self._opened(end_ns, in_cooldown, {(lead.node, lead.entity)})
         return replace(event, sites=self._sites_of(event.suspects))
 
@@ -844,17 +864,24 @@ class JobState(FieldsFilledOnRestore):
         )  # fmt: skip
 
     def _new_incident(
-        self, root: ExplicitEvent | None, top: Suspect | None, found_by_steps: bool = False
+        self,
+        root: ExplicitEvent | None,
+        top: Suspect | None,
+        end_ns: int,
+        found_by_steps: bool = False,
     ) -> bool:
         """Within the cooldown, only a node no open incident named opens a new one: through an
         explicit error, a straggler found step by step (its own steps are its own evidence),
         or a score that stands on its own. After a verdict that named no hardware, any suspect
         worth naming does; while another incident has fresh evidence, only one far above the
-        threshold (not the spill-over of the first fault) does."""
+        threshold (not the spill-over of the first fault) does. A part already named that
+        recovered (see RECUR_QUIET_S) and slows the job again is a new episode."""
         if root is not None:
             return root.node not in self.last_event_nodes
-        if top is None or top.node in self.last_event_nodes:
+        if top is None:
             return False
+        if top.node in self.last_event_nodes:
+            return self._recurs()
         if found_by_steps:
             return True
         if not self.last_event_nodes:
@@ -862,6 +889,27 @@ class JobState(FieldsFilledOnRestore):
         previous_active = bool(self.last_event_entities & self.fresh)
         bar = 4 if previous_active else 2
         return top.score >= bar * self.config.min_suspect_score
+
+    def _recurs(self) -> bool:
+        """A node an open incident named slows the job again after it recovered: the parts
+        the incident named had no fresh evidence for RECUR_QUIET_S before this episode."""
+        return self.incident_gap_ns >= RECUR_QUIET_S * 1e9
+
+    def _recurrence(self, event: LocalizationEvent, in_cooldown: bool) -> LocalizationEvent:
+        """An event naming a node an earlier event of this job named says so, and how often: a
+        fault that comes and goes is an intermittent part, the kind that fails job after job."""
+        top = event.top
+        if not in_cooldown or top is None or top.node not in self.episodes:
+            return event
+        before = self.episodes[top.node]
+        when = ", ".join(f"{_clock(t)} UTC" for t in before)
+        action = f"{event.action}; it came back after recovering (an intermittent part): drain the node for diagnostics"
+        return replace(
+            event,
+            summary=f"recurs (episode {len(before) + 1} in this job, told before at {when}): "
+            f"{event.summary}",
+            action=action,
+        )
 
     def _suspects(self, root: ExplicitEvent | None) -> list[Suspect]:
         # Entities with recent evidence come first: a decaying score from an earlier
@@ -888,6 +936,10 @@ class JobState(FieldsFilledOnRestore):
             )
             suspects.insert(0, root_suspect)
         return suspects
+
+
+def _clock(time_ns: int) -> str:
+    return datetime.fromtimestamp(time_ns / 1e9, tz=UTC).strftime("%H:%M:%S")
 
 
 def _own_evidence(top: Suspect) -> bool:
