@@ -370,7 +370,45 @@ class JobState(FieldsFilledOnRestore):
                 out += self._stage_fault(window, end_ns, finding, sick)
         out += [self._gap_finding(window, end_ns, e) for e in events if e.kind == "telemetry_gap"]
         incident = self._incident(window, end_ns, parts, events, found)
-        return [*out, incident] if incident is not None else out
+        if incident is None:
+            return out
+        coexisting = self._coexisting(window, end_ns, incident)
+        return [*out, incident, *coexisting]
+
+    def _coexisting(
+        self, window: int, end_ns: int, explicit: LocalizationEvent
+    ) -> list[LocalizationEvent]:
+        """An explicit error ends the job; a part on another node that was already slowing it
+        before the error would go down with the incident, and come back in the restarted job.
+        It gets an event of its own when its slowing evidence began before the error, held,
+        is its own (history or its own slow steps) and scores twice what naming needs."""
+        root = explicit.top
+        if explicit.trigger != "explicit" or root is None or root.role != "root":
+            return []
+        error_ns = min((e.since_ns for e in root.evidence), default=end_ns)
+        for other in self._slowing_lead(self._suspects(None)):
+            if other.node == root.node or other.entity not in self.fresh:
+                continue
+            told = self.episodes.get(other.node, [])
+            if told and end_ns - told[-1] < self.config.cooldown_s * 1e9:
+                continue  # an event of this job already named it
+            began = min((e.since_ns for e in other.evidence), default=end_ns)
+            if (
+                began >= error_ns
+                or not self._held(other.entity, error_ns)
+                or not _own_evidence(other)
+                or self._slowing(other.entity) < 2 * self.config.min_suspect_score
+            ):
+                continue
+            rest = [s for s in self._suspects(None) if s.entity != other.entity]
+            event = describe(
+                self.job, self.config.cluster, window, end_ns, "regression", None,
+                [other, *rest], [], "",
+            )  # fmt: skip
+            summary = f"a second fault, slowing the job before {root.node}'s error: {event.summary}"
+            self._opened(end_ns, True, {(other.node, other.entity)})
+            return [replace(event, summary=summary, sites=self._sites_of(event.suspects))]
+        return []
 
     def _stage_sick(self, finding: StepFinding) -> tuple[str, tuple[str, float, float]] | None:
         """A stage slower on all its ranks is partitioning, unless its ranks sit on few nodes
@@ -903,7 +941,10 @@ class JobState(FieldsFilledOnRestore):
             return event
         before = self.episodes[top.node]
         when = ", ".join(f"{_clock(t)} UTC" for t in before)
-        action = f"{event.action}; it came back after recovering (an intermittent part): drain the node for diagnostics"
+        action = (
+            f"{event.action}; it came back after recovering (an intermittent part): drain the "
+            "node for diagnostics"
+        )
         return replace(
             event,
             summary=f"recurs (episode {len(before) + 1} in this job, told before at {when}): "
