@@ -782,7 +782,7 @@ class JobState(FieldsFilledOnRestore):
         event = replace(event, sites=self._sites_of(event.suspects))
         if top is None and root is None:
             self.info_verdict_ns = end_ns
-        event = self._recurrence(event, in_cooldown and root is None)
+        event = self._recurrence(event, root is None)
         self._opened(end_ns, in_cooldown, {(s.node, s.entity) for s in suspects[:1]})
         return event
 
@@ -871,7 +871,7 @@ class JobState(FieldsFilledOnRestore):
             self.job, self.config.cluster, window, end_ns, kind, finding, [*named, *others],
             rank_label=rank_label,
         )  # fmt: skip
-        event = self._recurrence(event, in_cooldown)
+        event = self._recurrence(event, True)
         self._opened(end_ns, in_cooldown, {(lead.node, lead.entity)})
         return replace(event, sites=self._sites_of(event.suspects))
 
@@ -933,11 +933,12 @@ class JobState(FieldsFilledOnRestore):
         the incident named had no fresh evidence for RECUR_QUIET_S before this episode."""
         return self.incident_gap_ns >= RECUR_QUIET_S * 1e9
 
-    def _recurrence(self, event: LocalizationEvent, in_cooldown: bool) -> LocalizationEvent:
-        """An event naming a node an earlier event of this job named says so, and how often: a
-        fault that comes and goes is an intermittent part, the kind that fails job after job."""
+    def _recurrence(self, event: LocalizationEvent, implicit: bool) -> LocalizationEvent:
+        """An implicit fault's event naming a node an earlier event of this job named says so,
+        and how often: a fault that comes and goes is an intermittent part, the kind that fails
+        job after job."""
         top = event.top
-        if not in_cooldown or top is None or top.node not in self.episodes:
+        if not implicit or top is None or top.node not in self.episodes:
             return event
         before = self.episodes[top.node]
         when = ", ".join(f"{_clock(t)} UTC" for t in before)
