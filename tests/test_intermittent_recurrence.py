@@ -1,9 +1,9 @@
 """A part that slows the job, recovers, and slows it again is told each time: the second
 episode is an intermittent fault (a fail-slow that comes and goes), the kind that fails job
 after job, not the tail of the first incident. Before, the 15-minute cooldown folded every
-later episode on the same node into the first event, and families written apart from the
-detector (``moving_node``, ``memory_matters``) missed 2 of 3 bursts per run. One long
-episode stays one event."""
+later episode on the same node into the first event: in families written apart from the
+detector, ``moving_node`` missed the second and third of three bursts in every seed and
+``memory_matters`` the second of two. One long episode stays one event."""
 
 from __future__ import annotations
 
