@@ -386,7 +386,8 @@ class JobState(FieldsFilledOnRestore):
         if explicit.trigger != "explicit" or root is None or root.role != "root":
             return []
         error_ns = min((e.since_ns for e in root.evidence), default=end_ns)
-        for other in self._slowing_lead(self._suspects(None)):
+        suspects = self._suspects(None)
+        for other in self._slowing_lead(suspects):
             if other.node == root.node or other.entity not in self.fresh:
                 continue
             told = self.episodes.get(other.node, [])
@@ -400,7 +401,7 @@ class JobState(FieldsFilledOnRestore):
                 or self._slowing(other.entity) < 2 * self.config.min_suspect_score
             ):
                 continue
-            rest = [s for s in self._suspects(None) if s.entity != other.entity]
+            rest = [s for s in suspects if s.entity != other.entity]
             event = describe(
                 self.job, self.config.cluster, window, end_ns, "regression", None,
                 [other, *rest], [], "",
@@ -739,7 +740,7 @@ class JobState(FieldsFilledOnRestore):
         in_cooldown = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
         # One incident, one event: within the cooldown only an explicit error on a new node
         # opens a new incident; slowdowns, hangs and cascades belong to the open one.
-        if in_cooldown and not self._new_incident(root, top, end_ns):
+        if in_cooldown and not self._new_incident(root, top):
             return None
         if trigger == "regression" and root is None:
             suspects = self._slowing_lead([s for s in suspects if self._held(s.entity, end_ns)])
@@ -863,7 +864,7 @@ class JobState(FieldsFilledOnRestore):
         the cooldown, a new incident only on another node once the open one has gone quiet.
         ``suspects`` (lead first) replaces the compound ranking after the lead."""
         in_cooldown = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
-        if in_cooldown and not self._new_incident(None, lead, end_ns, found_by_steps=True):
+        if in_cooldown and not self._new_incident(None, lead, found_by_steps=True):
             return None
         named = suspects or [lead]
         others = [s for s in self._suspects(None) if s.entity not in {n.entity for n in named}]
@@ -902,11 +903,7 @@ class JobState(FieldsFilledOnRestore):
         )  # fmt: skip
 
     def _new_incident(
-        self,
-        root: ExplicitEvent | None,
-        top: Suspect | None,
-        end_ns: int,
-        found_by_steps: bool = False,
+        self, root: ExplicitEvent | None, top: Suspect | None, found_by_steps: bool = False
     ) -> bool:
         """Within the cooldown, only a node no open incident named opens a new one: through an
         explicit error, a straggler found step by step (its own steps are its own evidence),
