@@ -17,6 +17,7 @@ import numpy as np
 from reflex_localize.flows.signals import factorize
 
 MAD_TO_SIGMA = 1.4826
+MIN_PEERS = 4  # fewer rows than this in a peer group: too few peers to judge
 
 
 @dataclass
@@ -152,7 +153,7 @@ def peer_deviation(
     groups: np.ndarray,
     floors: np.ndarray,
     pooled_scale: np.ndarray | None = None,
-    min_peers: int = 4,
+    min_peers: int = MIN_PEERS,
 ) -> np.ndarray:
     """Signed deviation of each row from the median of its peer group, per signal column.
 

@@ -144,10 +144,15 @@ def describe_finding(
         severity = "warning"
         confidence = round(min(0.95, 0.55 + 0.1 * finding.steps + 0.01 * min(finding.z, 10)), 3)
         action = recommend_action(top.component, signals[0] if signals else STEP_SIGNAL)
+        streak = (
+            f"over its latest {finding.steps} steps, from {since} UTC"
+            if finding.kind == "marginal"  # a median over steps that may dip
+            else f"{finding.steps} steps in a row since {since} UTC"
+        )
         summary = (
             f"straggler: {top.node} {top.component} {top.index}: rank {finding.rank} "
             f"({rank_label}) computes {100 * (finding.ratio - 1):.0f}% longer than its stage "
-            f"peers, {finding.steps} steps in a row since {since} UTC"
+            f"peers, {streak}"
         )
     elif kind == "stage_hardware" and top is not None:
         signal = top.evidence[0].signal if top.evidence else ""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from reflex_localize.flows.detectors import evidence_strength, peer_deviation
+from reflex_localize.flows.detectors import MIN_PEERS, evidence_strength, peer_deviation
 from reflex_localize.flows.events import Evidence
 from reflex_localize.flows.impact_model import ImpactModel
 from reflex_localize.flows.messages import ExplicitEvent, JobWindow, RankInfo
@@ -38,6 +38,28 @@ PORT_FAULTS = (
 BACK_PRESSURE = "nic_xmit_wait_rate"
 Weights = Callable[[str], dict[str, float]]  # hardware profile -> signal -> weight
 
+
+# States of a part that make its rank compute or get fed slower (not error trickles, which
+# many healthy parts show from day one, nor heat, which slows only through a throttle).
+SLOWING_STATES = (
+    "sm_clock_low",
+    "power_low",
+    "throttle_thermal",
+    "throttle_power",
+    "throttle_hw_slowdown",
+    "power_limit_low",
+    "memory_clock_low",
+    "pcie_downgrade",
+    "pcie_gen_low",
+    "host_cpu_pressure",
+    "host_memory_pressure",
+    "host_io_pressure",
+    "disk_busy",
+    "host_memory_low",
+)
+_SLOWING_COLUMNS = np.array([SIGNAL_INDEX[name] for name in SLOWING_STATES])
+# Spreads off its peers at which a slowing state explains a rank's marginal slowness.
+PEER_EXPLAINS = 6.0
 
 # Spreads taken off a departure from the part's own history that the peer comparison does
 # not see (see combine_deviations).
@@ -118,12 +140,16 @@ def _spread_single_node_groups(entities: np.ndarray, groups: np.ndarray) -> np.n
     """A stage held by one node (one data-parallel rank per stage) has no peer outside that
     node: a node in power brake would only meet its own GPUs. Such groups are judged across
     the job's stages instead (same component and model), as the stage's level cannot be told
-    from the node's own trouble anyway."""
+    from the node's own trouble anyway. So are groups too small to judge at all: a node has
+    one host, and with two data-parallel ranks per stage a stage holds two hosts, which no
+    peer comparison can tell apart (a host whose disk is failing from the job's first step
+    then had neither peers nor a history to differ from)."""
     nodes = np.array([e.split("|", 1)[0] for e in entities.tolist()], dtype=object)
     spread = groups.copy()
     for group in np.unique(groups).tolist():
         rows = groups == group
-        if len(np.unique(nodes[rows])) == 1 and len(np.unique(nodes)) > 1:
+        few = int(rows.sum()) < MIN_PEERS
+        if (few or len(np.unique(nodes[rows])) == 1) and len(np.unique(nodes)) > 1:
             component, _, profile = group.split("|")
             spread[rows] = f"{component}|any|{profile}"
     return spread
@@ -141,6 +167,10 @@ class EvidenceBook(FieldsFilledOnRestore):
     # read by peer_only() only when a slow stage needs it, so off the per-window path.
     peer_view: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     amounts: dict[str, dict[str, float]] = field(default_factory=dict)  # this window
+    # (entity, slowing state) -> (since, latest peer z) while it stands PEER_EXPLAINS spreads
+    # off its peers, own history aside: a part slow from the job's first step has no history
+    # to differ from, and this is what its peers say (read by JobState._explained_straggler).
+    peer_since: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
 
     def notes(self, entity: str) -> list[Evidence]:
         """The entity's latest evidence, strongest first."""
@@ -170,14 +200,14 @@ class EvidenceBook(FieldsFilledOnRestore):
         groups = peer_groups(entities, profiles, members)
         peer = peer_deviation(values, groups, FLOORS, pooled_scale=scales)
         combined = combine_deviations(DIRECTION * temporal, DIRECTION * peer, mode)
-        strength = evidence_strength(combined) * ~job_wide_phase(
-            entities, DIRECTION * temporal, DIRECTION * peer, checkpointing
-        )
+        phase = job_wide_phase(entities, DIRECTION * temporal, DIRECTION * peer, checkpointing)
+        strength = evidence_strength(combined) * ~phase
         kinds, which = factorize(profiles)
         per_profile = np.array([[weights(p).get(s, 0.0) for s in SIGNAL_NAMES] for p in kinds])
         weight = per_profile[which] if len(kinds) else np.zeros_like(strength)
         amount = strength * weight
         self.peer_view = (entities, peer, weight > 0)
+        self._peer_held(entities, DIRECTION * peer, weight > 0, phase, end_ns)
         for row in np.flatnonzero(strength.sum(axis=1) > 0):
             self.features[entities[row]] = {
                 SIGNAL_NAMES[c]: float(strength[row, c]) for c in np.flatnonzero(strength[row])
@@ -208,6 +238,24 @@ class EvidenceBook(FieldsFilledOnRestore):
             for key in [k for k in self.since if k[0] in row_of and k[1] in SIGNAL_INDEX]:
                 if amount[row_of[key[0]], SIGNAL_INDEX[key[1]]] == 0:
                     self._stop(key, end_ns)
+
+    def _peer_held(
+        self,
+        entities: np.ndarray,
+        peer: np.ndarray,
+        weighted: np.ndarray,
+        phase: np.ndarray,
+        end_ns: int,
+    ) -> None:
+        cols = _SLOWING_COLUMNS
+        off = np.nan_to_num(peer[:, cols], nan=0.0)
+        strong = (off >= PEER_EXPLAINS) & weighted[:, cols] & ~phase[:, cols]
+        held = {}
+        for row, col in zip(*np.nonzero(strong), strict=True):
+            key = (str(entities[row]), SLOWING_STATES[col])
+            since = self.peer_since.get(key, (end_ns, 0.0))[0]
+            held[key] = (since, float(off[row, col]))
+        self.peer_since = held
 
     def peer_only(self) -> dict[str, tuple[str, float, float]]:
         """This window: entity -> (signal, peer z, strength) of its strongest deviation from

@@ -18,6 +18,7 @@ from reflex_localize.flows.detectors import CompoundScore
 from reflex_localize.flows.events import Evidence, LocalizationEvent, Suspect
 from reflex_localize.flows.exit_messages import hardware_hint
 from reflex_localize.flows.explain import describe, describe_finding, stage_pattern
+from reflex_localize.flows.explained_straggler import explaining_part
 from reflex_localize.flows.impact_model import ImpactModel, impact_rows
 from reflex_localize.flows.job_evidence import (
     RECORD_MATTERS,
@@ -510,6 +511,9 @@ class JobState(FieldsFilledOnRestore):
         stragglers = [f for f in found if f.kind == "straggler"]
         if stragglers and self.config.mode != "temporal_only":
             return self._emit_straggler(window, end_ns, stragglers)
+        explained = self._explained_straggler(window, end_ns)
+        if explained is not None:
+            return explained
         comm = self._comm_straggler(window, end_ns, parts)
         if comm is not None:
             return comm
@@ -849,6 +853,38 @@ class JobState(FieldsFilledOnRestore):
         return self._lead_event(
             window, end_ns, "straggler", by_rank[lead_rank.rank], lead, rank_label=label
         )
+
+    def _explained_straggler(self, window: int, end_ns: int) -> LocalizationEvent | None:
+        """A rank a little slower than its peers for many steps, which a part it runs on
+        explains (flows/explained_straggler.py): that part leads a straggler event."""
+        if self.config.mode == "temporal_only":
+            return None
+        window_ns = self.config.window_seconds * 1e9
+        found = explaining_part(
+            self.step_peers.marginal(), self.members, self.book.peer_since, end_ns, window_ns
+        )
+        if found is None:
+            return None
+        node, component, index = found.entity.split("|")
+        finding = found.finding
+        evidence = [
+            Evidence(found.signal, None, round(found.peer_z, 2), 1.0, found.since_ns),
+            Evidence(STEP_SIGNAL, None, None, finding.ratio, finding.since_ns),
+        ]
+        score = round(self.compound.get(found.entity), 3)
+        lead = Suspect(node, component, index, score, evidence)
+        label = _rank_label(self.members[finding.rank])
+        event = self._lead_event(window, end_ns, "straggler", finding, lead, rank_label=label)
+        if event is None:
+            return None
+        # Its node's other slow ranks are this incident, told with it.
+        self.step_peers.marginal_told.update(r for r, i in self.members.items() if i.node == node)
+        why = (
+            f"; {found.signal} on its {component} stands {found.peer_z:.0f} spreads off its "
+            f"peers' since {_clock(found.since_ns)} UTC (a part slow from the job's start has "
+            "no history to differ from)"
+        )
+        return replace(event, summary=event.summary + why)
 
     def _lead_event(
         self,

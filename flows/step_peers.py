@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reflex_localize.flows.messages import RankInfo
+from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
 
 MAD_TO_SIGMA = 1.4826
 
@@ -42,7 +43,7 @@ MAD_TO_SIGMA = 1.4826
 class StepFinding:
     """What the per-step view found: a straggling rank, or the pattern of the job's steps."""
 
-    kind: str  # straggler | stage | data | loss_divergence
+    kind: str  # straggler | marginal | stage | data | loss_divergence
     rank: int = -1
     ratio: float = 0.0  # the rank's (or stage's) compute over its peers'
     z: float = 0.0
@@ -95,7 +96,7 @@ def _median(values: list[float]) -> float:
 
 
 @dataclass
-class StepPeers:
+class StepPeers(FieldsFilledOnRestore):
     """Per job: compute time per rank and step, judged per step. See the module docstring."""
 
     streak_steps: int = 3
@@ -121,6 +122,17 @@ class StepPeers:
     # Ranks on a GPU with a record from earlier jobs (flows/node_memory.py): told after one
     # step less, even when marginal, even from the job's first step.
     quick: set[int] = field(default_factory=set)
+    # A rank a little slower than its peers (marginal_excess up) over its latest
+    # marginal_steps steps, from the job's first step or not: not a straggler by itself (a
+    # quirk of its part looks the same), but the job step tells it when a part of its node
+    # explains it (flows/explained_straggler.py). Noise may dip one step under half the excess.
+    marginal_excess: float = 0.05
+    marginal_z: float = 1.0
+    marginal_steps: int = 9
+    marginal_recent: dict[int, list[tuple[float, float, int]]] = field(
+        default_factory=dict
+    )  # rank -> (ratio, z, step end) of its latest judged steps
+    marginal_told: set[int] = field(default_factory=set)  # told while they stay marginal
 
     def add_step(self, step: int, compute: dict[int, float], time_ns: int) -> None:
         """Compute seconds of some ranks for one step (NaN where the framework gave none)."""
@@ -158,6 +170,7 @@ class StepPeers:
         findings = []
         for rank, r, zz in zip(ranks, ratio.tolist(), z.tolist(), strict=True):
             # A part with a record is suspected at half the excess (flows/node_memory.py).
+            self._judge_marginal(rank, r, zz, time_ns)
             excess = self.min_excess / 2 if rank in self.quick else self.min_excess
             slow = math.isfinite(r) and r >= 1 + excess and zz >= self.z_needed
             if not slow:
@@ -187,6 +200,42 @@ class StepPeers:
             self.told = pattern
             findings.append(pattern[2])
         return findings
+
+    def _judge_marginal(self, rank: int, ratio: float, z: float, time_ns: int) -> None:
+        kept = self.marginal_recent.get(rank, [])[1 - self.marginal_steps :]
+        self.marginal_recent[rank] = [*kept, (ratio, z, time_ns)]
+        ratios = [r for r, _, _ in self.marginal_recent[rank] if math.isfinite(r)]
+        if len(ratios) >= self.marginal_steps and _median(ratios) < 1 + self.marginal_excess / 2:
+            self.marginal_told.discard(rank)  # back with its peers: a new streak is news
+
+    def _is_marginal(self, rank: int) -> bool:
+        recent = [(r, z) for r, z, _ in self.marginal_recent.get(rank, []) if math.isfinite(r)]
+        if len(recent) < self.marginal_steps or recent[-1][0] < 1 + self.marginal_excess / 2:
+            return False
+        ratios = [r for r, _ in recent]
+        above_half = sum(r >= 1 + self.marginal_excess / 2 for r in ratios)
+        return (
+            above_half >= len(ratios) - 1
+            and _median(ratios) >= 1 + self.marginal_excess
+            and _median([z for _, z in recent]) >= self.marginal_z
+        )
+
+    def marginal(self) -> list[StepFinding]:
+        """Ranks marginally slower than their peers over their latest marginal_steps steps,
+        not told as stragglers nor told since they became so, each with its median ratio."""
+        return [
+            StepFinding(
+                "marginal",
+                rank,
+                _median([r for r, _, _ in recent]),
+                steps=len(recent),
+                since_ns=recent[0][2],
+            )
+            for rank, recent in sorted(self.marginal_recent.items())
+            if rank not in self.reported
+            and rank not in self.marginal_told
+            and self._is_marginal(rank)
+        ]
 
     def _remember(
         self, ranks: list[int], values: np.ndarray, stages: np.ndarray, ratio: np.ndarray
