@@ -39,11 +39,11 @@ BACK_PRESSURE = "nic_xmit_wait_rate"
 Weights = Callable[[str], dict[str, float]]  # hardware profile -> signal -> weight
 
 
-# States of a part that make its rank compute or get fed slower (not error trickles, which
-# many healthy parts show from day one, nor heat, which slows only through a throttle).
+# States of a part that make its rank compute or get fed slower, and that a healthy part does
+# not show: not error trickles (many healthy parts show them from day one), nor heat (it slows
+# only through a throttle), nor a lower SM clock or power draw alone (healthy GPUs of one SKU
+# differ by 8% on average, Sinha et al., SC22: a binned part is not a fault).
 SLOWING_STATES = (
-    "sm_clock_low",
-    "power_low",
     "throttle_thermal",
     "throttle_power",
     "throttle_hw_slowdown",
