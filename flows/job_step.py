@@ -867,6 +867,10 @@ class JobState(FieldsFilledOnRestore):
             return None
         node, component, index = found.entity.split("|")
         finding = found.finding
+        told = self.episodes.get(node, [])
+        if told and told[-1] >= found.since_ns:  # told since, its state unchanged: not news
+            self.step_peers.marginal_told.add(finding.rank)
+            return None
         evidence = [
             Evidence(found.signal, None, round(found.peer_z, 2), 1.0, found.since_ns),
             Evidence(STEP_SIGNAL, None, None, finding.ratio, finding.since_ns),
