@@ -209,8 +209,12 @@ class StepPeers(FieldsFilledOnRestore):
             self.marginal_told.discard(rank)  # back with its peers: a new streak is news
 
     def _is_marginal(self, rank: int) -> bool:
-        recent = [(r, z) for r, z, _ in self.marginal_recent.get(rank, []) if math.isfinite(r)]
-        if len(recent) < self.marginal_steps or recent[-1][0] < 1 + self.marginal_excess / 2:
+        kept = self.marginal_recent.get(rank, [])
+        # Most ranks keep up with their peers: their latest step settles it, lists unbuilt.
+        if len(kept) < self.marginal_steps or not kept[-1][0] >= 1 + self.marginal_excess / 2:
+            return False
+        recent = [(r, z) for r, z, _ in kept if math.isfinite(r)]
+        if len(recent) < self.marginal_steps:
             return False
         ratios = [r for r, _ in recent]
         above_half = sum(r >= 1 + self.marginal_excess / 2 for r in ratios)
