@@ -746,6 +746,8 @@ class JobState(FieldsFilledOnRestore):
         # opens a new incident; slowdowns, hangs and cascades belong to the open one.
         if in_cooldown and not self._new_incident(root, top):
             return None
+        if not in_cooldown and trigger == "regression" and self._still_told(top):
+            return None
         if trigger == "regression" and root is None:
             suspects = self._slowing_lead([s for s in suspects if self._held(s.entity, end_ns)])
             top = suspects[0] if suspects else None
@@ -906,6 +908,8 @@ class JobState(FieldsFilledOnRestore):
         in_cooldown = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
         if in_cooldown and not self._new_incident(None, lead, found_by_steps=True):
             return None
+        if not in_cooldown and self._still_told(lead):
+            return None
         named = suspects or [lead]
         others = [s for s in self._suspects(None) if s.entity not in {n.entity for n in named}]
         event = describe_finding(
@@ -964,6 +968,14 @@ class JobState(FieldsFilledOnRestore):
         previous_active = bool(self.last_event_entities & self.fresh)
         bar = 4 if previous_active else 2
         return top.score >= bar * self.config.min_suspect_score
+
+    def _still_told(self, top: Suspect | None) -> bool:
+        """The part the last incident named leads again past the cooldown without having
+        recovered (fresh evidence throughout, see RECUR_QUIET_S): the same fault, already told.
+        Paging it again every cooldown is noise; repeating a page is the alert rule's call."""
+        if top is None or top.entity not in self.last_event_entities:
+            return False
+        return top.entity in self.fresh and not self._recurs()
 
     def _recurs(self) -> bool:
         """A node an open incident named slows the job again after it recovered: the parts
