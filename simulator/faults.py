@@ -289,13 +289,22 @@ def _pcie_downgrade(where: Where, ctx: Context, out: FaultOutput) -> None:
 
 @fault("ib_flapping", "implicit", "nic")
 def _ib_flapping(where: Where, ctx: Context, out: FaultOutput) -> None:
+    # The defaults are a bad cable: 40 symbol and 3 receive errors a second, a retrain every
+    # ~20 s. A scenario may make the port quiet instead (a healthy-but-noisy link): a trickle
+    # of ``symbol_rate``, a trickle of ``rcv_rate`` (0: no packet dropped), ``comm = 1`` and
+    # ``flap_every_s = 0`` (the link never retrains).
     port = _one(where.port_global)
-    _persist(out, "port", port, where, symbol_error=where.p("symbol_rate", 40.0), rcv_error=3.0)
+    rcv = where.p("rcv_rate", 3.0)
+    _persist(out, "port", port, where, symbol_error=where.p("symbol_rate", 40.0))
+    if rcv > 0:
+        _persist(out, "port", port, where, rcv_error=rcv)
     if where.params.get("ring_paced", False):  # opt-in: the library keeps the older model
         _rail_paced(out, where, where.onset_s, where.end_s, where.p("comm", 1.8))
     else:
         _persist(out, "port", port, where, comm=where.p("comm", 1.8))
     every = where.p("flap_every_s", 20.0)
+    if every <= 0:
+        return  # no link retrain (and no jitter drawn from the rng)
     for t in np.arange(where.onset_s, where.end_s, every):
         jitter = float(ctx.rng.uniform(0, every / 2))
         out.episodes.append(Episode("port", port, t + jitter, t + jitter + 1, "recovery", 1))

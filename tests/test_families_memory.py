@@ -4,8 +4,10 @@ No verdict of Reflex is asserted here: these tests read the simulated telemetry 
 Coexisting incidents have two onsets in one job on two nodes; checkpoints slow every rank and
 are marked where the hook marks them; a moving node serves two jobs in turn and its control
 differs only in the first job; a node compound slows the job a few percent from pieces that
-are each small; a quirky fleet has quirks on a third of its nodes, never the faulty one. The
-harness scores every label of a multi-fault job and pairs each moving node with its control.
+are each small (its port a noisy one, never retrained), and a loud harmless blip on another
+node of the job has no label and does not slow it; a quirky fleet has quirks on a third of its
+nodes, never the faulty one. The harness scores every label of a multi-fault job and pairs each
+moving node with its control.
 """
 
 from __future__ import annotations
@@ -44,10 +46,12 @@ def named(family: str, stem: str) -> Path:
 @cache
 def run(path: Path, seconds: int | None = None, variant: str = "") -> tuple:
     """(simulation, frames per measurement); ``variant`` "no_faults" drops faults and benign
-    episodes."""
+    episodes, "benign_only" the faults alone."""
     scenario = load_scenario(path)
     if variant == "no_faults":
         scenario = dataclasses.replace(scenario, faults=(), benign=())
+    elif variant == "benign_only":
+        scenario = dataclasses.replace(scenario, faults=())
     sim = Simulation(scenario, seed=7)
     frames: dict[str, list[Frame]] = defaultdict(list)
     for number, chunk in enumerate(sim.chunks(seconds=10.0)):
@@ -297,6 +301,70 @@ def test_small_pieces_on_one_node_are_one_label_and_slow_the_job_a_few_percent(
     window = (onset + 20, sim.duration_s)
     slowed = median_step(sim, table, *window) / median_step(sim, clean, *window)
     assert 1.02 <= slowed <= 1.06, slowed
+
+
+@pytest.mark.parametrize("path", COMPOUND, ids=ids(COMPOUND))
+def test_the_port_piece_is_a_noisy_port_not_a_bad_cable(path: Path) -> None:
+    # No louder than the quirky fleet's healthy noisy NIC (0.1 symbol, 0.02 receive errors a
+    # second), and the link never retrains or goes down.
+    [port] = [f for f in load_scenario(path).faults if f.type == "ib_flapping"]
+    assert float(port.params["symbol_rate"]) <= 0.1 and float(port.params["rcv_rate"]) <= 0.02
+    assert float(port.params["flap_every_s"]) == 0 and float(port.params["comm"]) == 1.0
+    sim, frames = run(path)
+    [label] = sim.truth
+    ports = concat_frames(frames["ib_port"])
+    mine = ports.tags["node"] == label.node
+    for counter in ("link_error_recovery", "link_downed"):
+        assert np.ptp(ports.fields[counter][mine]) == 0, counter
+
+
+BLIPS = [p for p in COMPOUND if load_scenario(p).benign]
+
+
+def test_three_compounds_have_a_loud_harmless_blip_elsewhere() -> None:
+    assert len(BLIPS) == 3
+    assert {b.kind for p in BLIPS for b in load_scenario(p).benign} == {"ecc_bursts", "app_xid"}
+    assert any(load_scenario(p).quirks.share > 0 for p in BLIPS)
+
+
+@pytest.mark.parametrize("path", BLIPS, ids=ids(BLIPS))
+def test_the_loud_blip_is_on_another_node_of_the_job_unlabelled_and_does_not_slow_it(
+    path: Path,
+) -> None:
+    scenario = load_scenario(path)
+    sim, frames = run(path)
+    [label] = sim.truth  # the compound's: the blip has none
+    job = next(j for j in sim.cluster.jobs if j.name == label.job)
+    onset = (label.onset_ns - sim.start_ns) / 1e9
+    [node] = {str(b.node) for b in scenario.benign}
+    assert node in job.nodes and node != label.node
+    assert all(abs(b.start_s - onset) <= 30 for b in scenario.benign)  # at the same time
+    # Loud: the fleet's most corrected-ECC GPU by far, or repeated application XIDs.
+    xid_nodes = [
+        str(n)
+        for f in frames["event"]
+        for n, k in zip(f.tags["node"], f.tags["kind"], strict=True)
+        if k == "xid"
+    ]
+    gpus = concat_frames(frames["gpu"])
+    ecc: dict[tuple[str, str], float] = defaultdict(float)
+    counted = gpus.fields["ecc_corrected_volatile"]
+    for n, g, value in zip(gpus.tags["node"], gpus.tags["gpu"], counted, strict=True):
+        ecc[(n, g)] = max(ecc[(n, g)], float(value))
+    for blip in scenario.benign:
+        if blip.kind == "ecc_bursts":
+            mine = ecc.pop((node, str(blip.gpu)))
+            assert mine >= 300 and mine > 5 * max(ecc.values())
+        else:
+            assert set(xid_nodes) == {node} and len(xid_nodes) >= 5
+    # Harmless: the blip alone leaves the job's steps as they are without it.
+    window = (onset + 20, sim.duration_s)
+    clean_sim, clean = run(path, variant="no_faults")
+    blip_sim, blip_only = run(path, variant="benign_only")
+    ratio = median_step(blip_sim, steps(blip_only, label.job), *window) / median_step(
+        clean_sim, steps(clean, label.job), *window
+    )
+    assert abs(ratio - 1) < 0.002, ratio
 
 
 # ---- quirky fleet ---------------------------------------------------------------------------

@@ -13,6 +13,10 @@ import pytest
 from reflex_localize.schemas.codec import Point
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.simulator import Simulation, fault_types, load_scenario, scenario_names
+from reflex_localize.simulator.cluster import build_cluster
+from reflex_localize.simulator.effects import Episode
+from reflex_localize.simulator.faults import Context, build_fault
+from reflex_localize.simulator.scenario import FaultConfig
 from reflex_localize.simulator.tables import concat_frames
 
 ONSET_S, NODE, GPU, HCA = 300, "node-0006", "3", "mlx5_3"
@@ -232,6 +236,29 @@ def test_ib_flapping_grows_symbol_errors_and_recoveries() -> None:
     recoveries, _ = _port_growth(r, "link_error_recovery", ONSET_S, 720)
     assert recoveries >= 10
     assert _port_growth(r, "link_error_recovery", 0, ONSET_S)[0] == 0
+
+
+def _ib_flapping_episodes(**params: float) -> list[Episode]:
+    cluster = build_cluster(load_scenario("fault_ib_flapping"))
+    config = FaultConfig("ib_flapping", 300.0, node=NODE, port=3, params=dict(params))
+    context = Context(cluster, np.random.default_rng(0), 900.0, 0, "quiet_port")
+    return build_fault(config, 0, context).episodes
+
+
+def _effects(episodes: list[Episode]) -> set[tuple[str, float]]:
+    return {(e.effect, e.value) for e in episodes}
+
+
+def test_ib_flapping_can_be_a_quiet_port_and_its_defaults_stay_a_bad_cable() -> None:
+    # The node compounds' port piece (simulator/scenarios/families/node_compound): a trickle of
+    # symbol and receive errors, no retrain, no slower communication.
+    loud = _ib_flapping_episodes()
+    assert {("symbol_error", 40.0), ("rcv_error", 3.0), ("comm", 1.8)} <= _effects(loud)
+    assert sum(e.effect == "recovery" for e in loud) >= 20  # every ~20 s over 600 s
+    quiet = _ib_flapping_episodes(symbol_rate=0.05, rcv_rate=0.01, comm=1.0, flap_every_s=0)
+    assert _effects(quiet) == {("symbol_error", 0.05), ("rcv_error", 0.01), ("comm", 1.0)}
+    silent = _ib_flapping_episodes(symbol_rate=0.05, rcv_rate=0, comm=1.0, flap_every_s=0)
+    assert _effects(silent) == {("symbol_error", 0.05), ("comm", 1.0)}
 
 
 def test_ib_link_down_logs_and_drops_the_port() -> None:
