@@ -24,10 +24,15 @@ GPU, in this job or across jobs, stops being the application's problem.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 HALF_LIFE_NS = 3 * 86_400 * 10**9
 FORGET_BELOW = 0.05
-REPEATS_THAT_MATTER = 3  # an application XID this often on one GPU points at the GPU
+REPEATS_THAT_MATTER = 3  # an application fault this often on one GPU points at the GPU
+# XIDs of one GPU this close together are one fault: an application's page fault logs XID 31,
+# then 43 as its channel stops and 45 as it is cleaned up (NVIDIA's catalogue: 43 "often
+# follows an application fault", 45 "after a prior error"), all within about a second.
+ONE_FAULT_NS = 10_000_000_000
 # What one observation adds to a part's trouble.
 XID_TROUBLE = {"critical": 4.0, "warning": 2.0, "application": 0.5}
 DEVIATION_TROUBLE = 0.2  # a window strongly off the part's own history
@@ -57,15 +62,24 @@ class NodeMemory:
         record.reasons[reason] = record.reasons.get(reason, 0) + 1
 
     def note_xid(self, entity: str, code: int, severity: str, now_ns: int) -> int:
-        """Records an XID; returns how many XIDs the part logged within the horizon (this one
-        too, whatever their codes: XID 13 in one job and 31 in the next is one GPU's story)."""
+        """Records an XID; returns how many faults the part's XIDs within the horizon tell
+        (this one too, whatever their codes: XID 13 in one job and 31 in the next is one
+        GPU's story; XIDs within ``ONE_FAULT_NS`` of the one before are one fault).
+
+        >>> memory = NodeMemory()
+        >>> [memory.note_xid("n|gpu|1", c, "application", t) for c, t in ((31, 0), (43, 4e8))]
+        [1, 1]
+        >>> memory.note_xid("n|gpu|1", 31, "application", 75_000_000_000)
+        2
+        """
         record = self.records.setdefault(entity, Record(updated_ns=now_ns))
         horizon = now_ns - 4 * HALF_LIFE_NS
         for known in list(record.xids):
             record.xids[known] = [t for t in record.xids[known] if t >= horizon]
-        record.xids[code] = [*record.xids.get(code, []), now_ns][-32:]
+        record.xids[code] = [*record.xids.get(code, []), int(now_ns)][-32:]
         self.note(entity, XID_TROUBLE.get(severity, 1.0), now_ns, f"xid {code}")
-        return sum(len(times) for times in record.xids.values())
+        times = sorted(t for kept in record.xids.values() for t in kept)
+        return 1 + sum(1 for a, b in pairwise(times) if b - a > ONE_FAULT_NS)
 
     def trouble(self, entity: str, now_ns: int) -> float:
         record = self.records.get(entity)

@@ -316,7 +316,7 @@ class ShardState(FieldsFilledOnRestore):
                     if severity == "application" and seen >= REPEATS_THAT_MATTER:
                         # Repeated on one GPU (in this job or across jobs): the GPU's doing.
                         severity = "warning"
-                        meaning = f"{meaning}; {seen} XIDs on this GPU within days: suspect the GPU"
+                        meaning = f"{meaning}; {seen} faults on this GPU in days: suspect the GPU"
                 message = str(point.fields.get("message", ""))
                 if kind == "mce" and (
                     "Machine Check Exception" in message
