@@ -7,7 +7,9 @@ landed on the node, an HBM clock stuck low). Its peers still see it. Such a rank
 a part it runs on explains it: its GPU, or its node's host, in a state that slows a rank
 (clocks, throttles, a busy disk, CPU or memory pressure) far off its peers, for at least half
 of the slow streak. NICs are left to the communication straggler: they slow collectives, not
-a rank's compute.
+a rank's compute. With a learned impact model (flows/impact_model.py), a state the fleet's own
+history says slows a rank counts too, where what the part shows predicts at least half of
+the rank's excess (``enough``): the fleet, not this list, knows that its NVLink errors cost.
 
 >>> from reflex_localize.flows.messages import RankInfo
 >>> members = {3: RankInfo(3, "n2", 3, 0, 3, 0, 1, "h100")}
@@ -22,13 +24,17 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from reflex_localize.flows.job_evidence import rank_entity
+from reflex_localize.flows.impact_model import ImpactModel
+from reflex_localize.flows.job_evidence import SLOWING_STATES, rank_entity
 from reflex_localize.flows.messages import RankInfo
+from reflex_localize.flows.signals import STEP_SIGNAL
 from reflex_localize.flows.step_peers import StepFinding
 
 MIN_HELD_WINDOWS = 3  # the part's state held at least this long, whatever the streak
+LEARNED_SHARE = 0.5  # of a rank's excess that a learned state's predicted slowdown must cover
 
 
 @dataclass(frozen=True)
@@ -46,9 +52,11 @@ def explaining_part(
     peer_since: dict[tuple[str, str], tuple[int, float]],
     end_ns: int,
     window_ns: float,
+    enough: Callable[[str, str, float], bool] | None = None,
 ) -> Explained | None:
     """The marginal rank best explained (its part furthest off its peers, then the slower
-    rank), or None when no part of any marginal rank explains it."""
+    rank), or None when no part of any marginal rank explains it. ``enough(entity, signal,
+    excess)`` may turn a part's state down for a rank this much slower than its peers."""
     best: tuple[tuple[float, float], Explained] | None = None
     for finding in marginal:
         info = members.get(finding.rank)
@@ -59,7 +67,34 @@ def explaining_part(
         for (entity, signal), (since, z) in peer_since.items():
             if entity not in parts or since > held_by:
                 continue
+            if enough is not None and not enough(entity, signal, finding.ratio - 1.0):
+                continue
             key = (z, finding.ratio)
             if best is None or key > best[0]:
                 best = (key, Explained(finding, entity, signal, since, z))
     return None if best is None else best[1]
+
+
+def learned_slowing(model: ImpactModel | None) -> tuple[str, ...]:
+    """The states that may explain a slow rank: those known to slow one, and those the fleet's
+    impact model learned do (GPU and host states only, as above)."""
+    if model is None:
+        return SLOWING_STATES
+    learned = model.slowing_states(frozenset(("gpu", "host")))
+    extra = tuple(s for s in learned if s not in SLOWING_STATES)
+    return SLOWING_STATES + extra if extra else SLOWING_STATES
+
+
+def learned_enough(
+    model: ImpactModel, features: dict[str, dict[str, float]]
+) -> Callable[[str, str, float], bool]:
+    """A learned state explains a rank only where what its part shows now predicts at least
+    half of the rank's excess: a trickle of a costly error does not explain 10%."""
+
+    def enough(entity: str, signal: str, excess: float) -> bool:
+        if signal in SLOWING_STATES:
+            return True
+        shown = {s: v for s, v in features.get(entity, {}).items() if s != STEP_SIGNAL}
+        return model.predict(shown) >= LEARNED_SHARE * excess
+
+    return enough

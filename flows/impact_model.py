@@ -28,12 +28,16 @@ from pathlib import Path
 import numpy as np
 
 from reflex_localize.flows.messages import JobWindow, RankInfo
-from reflex_localize.flows.signals import SIGNAL_NAMES, STEP_SIGNAL
+from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, STEP_SIGNAL
 from reflex_localize.flows.step_peers import role_ratios
 
 IMPACT_UNIT = 0.02  # 2% of predicted slowdown adds one unit of evidence...
 IMPACT_CAP = 3.0  # ...up to this much per window
 MAX_PAIRS = 24  # pairwise products of the most frequent signals only (bounded model)
+# A state the fleet learned slows a rank by at least this much per unit of evidence (1.5% at
+# full strength) may explain a slow rank (flows/explained_straggler.py), beside the states
+# known to slow one. Below it the fit is noise: the library's temperature terms are 0.003%.
+LEARNED_SLOWING = 0.005
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,16 @@ class ImpactModel:
 
     def extra_evidence(self, evidence: dict[str, float]) -> float:
         return min(self.predict(evidence) / IMPACT_UNIT, IMPACT_CAP)
+
+    def slowing_states(self, components: frozenset[str]) -> tuple[str, ...]:
+        """The single signals of these components that the fleet learned slow a rank."""
+        return tuple(
+            name
+            for name, coefficient in zip(self.features, self.coefficients, strict=True)
+            if "*" not in name
+            and coefficient >= LEARNED_SLOWING
+            and SIGNALS[name].component in components
+        )
 
     def save(self, path: Path) -> None:
         body = {

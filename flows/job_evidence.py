@@ -57,7 +57,13 @@ SLOWING_STATES = (
     "disk_busy",
     "host_memory_low",
 )
-_SLOWING_COLUMNS = np.array([SIGNAL_INDEX[name] for name in SLOWING_STATES])
+
+
+def _columns(names: tuple[str, ...]) -> np.ndarray:
+    return np.array([SIGNAL_INDEX[name] for name in names], dtype=np.int64)
+
+
+_SLOWING_COLUMNS = _columns(SLOWING_STATES)
 # Spreads off its peers at which a slowing state explains a rank's marginal slowness.
 PEER_EXPLAINS = 6.0
 
@@ -193,6 +199,7 @@ class EvidenceBook(FieldsFilledOnRestore):
         end_ns: int,
         totals: dict[str, float],
         checkpointing: bool = False,
+        slowing: tuple[str, ...] = SLOWING_STATES,
     ) -> None:
         self.peer_view, self.amounts = None, {}
         if not len(entities):
@@ -207,7 +214,7 @@ class EvidenceBook(FieldsFilledOnRestore):
         weight = per_profile[which] if len(kinds) else np.zeros_like(strength)
         amount = strength * weight
         self.peer_view = (entities, peer, weight > 0)
-        self._peer_held(entities, DIRECTION * peer, weight > 0, phase, end_ns)
+        self._peer_held(entities, DIRECTION * peer, weight > 0, phase, end_ns, slowing)
         for row in np.flatnonzero(strength.sum(axis=1) > 0):
             self.features[entities[row]] = {
                 SIGNAL_NAMES[c]: float(strength[row, c]) for c in np.flatnonzero(strength[row])
@@ -246,13 +253,14 @@ class EvidenceBook(FieldsFilledOnRestore):
         weighted: np.ndarray,
         phase: np.ndarray,
         end_ns: int,
+        slowing: tuple[str, ...],
     ) -> None:
-        cols = _SLOWING_COLUMNS
+        cols = _SLOWING_COLUMNS if slowing is SLOWING_STATES else _columns(slowing)
         off = np.nan_to_num(peer[:, cols], nan=0.0)
         strong = (off >= PEER_EXPLAINS) & weighted[:, cols] & ~phase[:, cols]
         held = {}
         for row, col in zip(*np.nonzero(strong), strict=True):
-            key = (str(entities[row]), SLOWING_STATES[col])
+            key = (str(entities[row]), slowing[col])
             since = self.peer_since.get(key, (end_ns, 0.0))[0]
             held[key] = (since, float(off[row, col]))
         self.peer_since = held

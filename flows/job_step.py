@@ -18,10 +18,15 @@ from reflex_localize.flows.detectors import CompoundScore
 from reflex_localize.flows.events import Evidence, LocalizationEvent, Suspect
 from reflex_localize.flows.exit_messages import hardware_hint
 from reflex_localize.flows.explain import describe, describe_finding, stage_pattern
-from reflex_localize.flows.explained_straggler import explaining_part
+from reflex_localize.flows.explained_straggler import (
+    explaining_part,
+    learned_enough,
+    learned_slowing,
+)
 from reflex_localize.flows.impact_model import ImpactModel, impact_rows
 from reflex_localize.flows.job_evidence import (
     RECORD_MATTERS,
+    SLOWING_STATES,
     EvidenceBook,
     place_stragglers,
     rank_entity,
@@ -272,6 +277,7 @@ class JobState(FieldsFilledOnRestore):
             end_ns,
             totals,
             checkpointing=_checkpointing(parts),
+            slowing=learned_slowing(self._learned()),
         )
         self.book.stragglers(parts, self.members, self._weights, end_ns, totals)
         corrected: dict[str, float] = {}
@@ -280,8 +286,8 @@ class JobState(FieldsFilledOnRestore):
         if self.config.impact_recorder is not None:
             rows = impact_rows(parts, self.members, self.book.features)
             self.config.impact_recorder(self.job, end_ns, rows)
-        if self.config.impact is not None and self.config.mode == "reflex":
-            self.book.impact(totals, self.config.impact, end_ns)
+        if (model := self._learned()) is not None:
+            self.book.impact(totals, model, end_ns)
         if self.config.mode == "reflex":
             self.book.history(totals, self._history(parts), end_ns)
         self.book.node_compound(totals, end_ns)
@@ -856,14 +862,25 @@ class JobState(FieldsFilledOnRestore):
             window, end_ns, "straggler", by_rank[lead_rank.rank], lead, rank_label=label
         )
 
+    def _learned(self) -> ImpactModel | None:
+        """The impact model, where this mode weighs evidence with it."""
+        return self.config.impact if self.config.mode == "reflex" else None
+
     def _explained_straggler(self, window: int, end_ns: int) -> LocalizationEvent | None:
         """A rank a little slower than its peers for many steps, which a part it runs on
         explains (flows/explained_straggler.py): that part leads a straggler event."""
         if self.config.mode == "temporal_only":
             return None
         window_ns = self.config.window_seconds * 1e9
+        model = self._learned()
+        enough = None if model is None else learned_enough(model, self.book.features)
         found = explaining_part(
-            self.step_peers.marginal(), self.members, self.book.peer_since, end_ns, window_ns
+            self.step_peers.marginal(),
+            self.members,
+            self.book.peer_since,
+            end_ns,
+            window_ns,
+            enough,
         )
         if found is None:
             return None
@@ -890,6 +907,13 @@ class JobState(FieldsFilledOnRestore):
             f"peers' since {_clock(found.since_ns)} UTC (a part slow from the job's start has "
             "no history to differ from)"
         )
+        if model is not None and found.signal not in SLOWING_STATES:
+            shown = dict(self.book.features.get(found.entity, {}))
+            shown.pop(STEP_SIGNAL, None)
+            why += (
+                f"; the fleet's learned impact model (version {model.version}) puts what it "
+                f"shows at {100 * model.predict(shown):.1f}% slower"
+            )
         return replace(event, summary=event.summary + why)
 
     def _lead_event(
