@@ -11,6 +11,8 @@ per mode, the events, the exposure, the rate, its one-sided 95 % Poisson upper b
     .venv/bin/python benchmarks/benign_soak.py --scenario quirky_soak --seeds 16 --modes reflex \
         --jobs 2
     .venv/bin/python benchmarks/benign_soak.py --scenario quirky_soak --duration-s 1800  # short
+    .venv/bin/python benchmarks/benign_soak.py --scenario quirky_soak --modes reflex \
+        --impact-model benchmarks/impact-library-seed11.json  # Reflex with the learned model
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.impact_model import ImpactModel
 from reflex_localize.flows.job_step import JobConfig
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.schemas.frame import Frame
@@ -69,15 +72,15 @@ def poisson_upper(events: int, confidence: float = CONFIDENCE) -> float:
 
 
 def soak_events(
-    run: tuple[str, int, float | None, str],
+    run: tuple[str, int, float | None, str, str | None],
 ) -> list[tuple[int, LocalizationEvent]]:
     """One seed's events, each with the seed (in a pool's process)."""
-    path, seed, duration_s, mode = run
+    path, seed, duration_s, mode, impact_path = run
+    impact = None if impact_path is None else ImpactModel.load(Path(impact_path))
     # The simulator source streams: hours of 64 nodes would not fit in memory at once.
     source = SoakSource(path, seed, duration_s)
-    return [
-        (seed, event) for event in run_in_process(source, job_config=JobConfig(mode=mode)).events
-    ]
+    config = JobConfig(mode=mode, impact=impact)
+    return [(seed, event) for event in run_in_process(source, job_config=config).events]
 
 
 def main() -> None:
@@ -90,6 +93,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=7, help="to extend an earlier run")
     parser.add_argument("--duration-s", type=float, help="cut each run to this many seconds")
     parser.add_argument("--jobs", type=int, default=1, help="seeds run at once, one process each")
+    parser.add_argument("--impact-model", help="a `reflex fit-impact` model for the reflex mode")
     args = parser.parse_args()
     path = str(SCENARIOS / f"{args.scenario}.toml")
     scenario = load_scenario(path)
@@ -97,7 +101,8 @@ def main() -> None:
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     for mode in args.modes.split(","):
         started, events = time.monotonic(), []
-        runs = [(path, seed, args.duration_s, mode) for seed in seeds]
+        impact = args.impact_model if mode == "reflex" else None
+        runs = [(path, seed, args.duration_s, mode, impact) for seed in seeds]
         # Seeds are independent: --jobs runs them in that many processes at once.
         with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
             for seed_events in pool.imap(soak_events, runs):
@@ -106,8 +111,9 @@ def main() -> None:
         wall = time.monotonic() - started
         rate = 1000 * len(events) / node_hours
         bound = 1000 * poisson_upper(len(events)) / node_hours
+        label = mode + (" + impact" if impact else "")
         print(
-            f"{mode:14s} events={len(events):4d} node_hours={node_hours:.0f} "
+            f"{label:14s} events={len(events):4d} node_hours={node_hours:.0f} "
             f"false_per_1k_node_hours={rate:.2f} upper95={bound:.2f} "
             f"wall_s={wall:.0f} wall_s_per_node_hour={wall / node_hours:.2f}",
             flush=True,
