@@ -239,7 +239,8 @@ def _families(
     total = len(runs) * len(seeds) * sum(len(paths[name]) for name in names)
     with ProgressBar(total, "eval") as bar:
         for name in names:
-            summaries, rows, pairs = _run_family(name, paths[name], runs, seeds, bar)
+            summaries, by_mode, pairs = _run_family(name, paths[name], runs, seeds, bar)
+            rows = by_mode[runs[0][0]]
             title = (
                 f"Reflex evaluation: family {name} ({len(paths[name])} scenarios, seeds {seeds})"
             )
@@ -249,7 +250,9 @@ def _families(
                 console.print(
                     render_pairs(pairs, f"{name}: job B with the node's history vs without")
                 )
+            # Every mode's runs, not the first's alone: what a mode gained or lost, run by run.
             document[name] = {"summaries": [asdict(s) for s in summaries], "runs": rows,
+                              "runs_by_mode": by_mode,
                               "pairs": [asdict(p) for p in pairs]}  # fmt: skip
     if as_json:
         click.echo(json.dumps(document, indent=2))
@@ -305,7 +308,7 @@ def _run_family(
     runs: list[Run],
     seeds: tuple[int, ...],
     bar: ProgressBar,
-) -> tuple[list[Summary], list[dict[str, str]], list[PairRow]]:
+) -> tuple[list[Summary], dict[str, list[dict[str, str]]], list[PairRow]]:
     from reflex_localize.simulator import load_scenario
 
     controls = {}
@@ -317,7 +320,7 @@ def _run_family(
                 scenario.evaluation.measured_job,
             )
     summaries: list[Summary] = []
-    first: list[ScenarioResult] = []
+    by_mode: dict[str, list[dict[str, str]]] = {}
     every: list[ScenarioResult] = []
     for label, mode, extra in runs:
         results = []
@@ -328,8 +331,8 @@ def _run_family(
         summary = summarize(mode, results)
         summary.mode = label
         summaries.append(summary)
-        first = first or results
+        by_mode[label] = detail_rows(results)
         for result in results:
             result.mode = label
         every += results
-    return summaries, detail_rows(first), moving_pairs(every, controls)
+    return summaries, by_mode, moving_pairs(every, controls)
