@@ -35,6 +35,10 @@ from reflex_localize.flows.step_peers import StepFinding
 
 MIN_HELD_WINDOWS = 3  # the part's state held at least this long, whatever the streak
 LEARNED_SHARE = 0.5  # of a rank's excess that a learned state's predicted slowdown must cover
+# A lower SM clock or power draw is how fast the part runs, not why: the model rightly learns
+# that it goes with a slower rank, and a binned part shows it all its life (healthy GPUs of one
+# SKU differ by 8%, Sinha et al., SC22). It explains nothing, learned or not.
+SPEED_ITSELF = frozenset(("sm_clock_low", "power_low"))
 
 
 @dataclass(frozen=True)
@@ -77,11 +81,11 @@ def explaining_part(
 
 def learned_slowing(model: ImpactModel | None) -> tuple[str, ...]:
     """The states that may explain a slow rank: those known to slow one, and those the fleet's
-    impact model learned do (GPU and host states only, as above)."""
+    impact model learned do (GPU and host states only, as above; never the part's speed)."""
     if model is None:
         return SLOWING_STATES
     learned = model.slowing_states(frozenset(("gpu", "host")))
-    extra = tuple(s for s in learned if s not in SLOWING_STATES)
+    extra = tuple(s for s in learned if s not in SLOWING_STATES and s not in SPEED_ITSELF)
     return SLOWING_STATES + extra if extra else SLOWING_STATES
 
 

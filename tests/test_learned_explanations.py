@@ -70,9 +70,10 @@ def test_the_ablations_do_not_use_the_model() -> None:
 
 
 def test_learned_states_are_gpu_and_host_states_over_the_floor() -> None:
+    features = ("nvlink_error_rate", "nic_symbol_error_rate", "disk_busy", "ecc_corrected_rate")
     model = ImpactModel(
-        ("nvlink_error_rate", "nic_symbol_error_rate", "disk_busy", "ecc_corrected_rate", "a*b"),
-        (0.016, 0.05, 0.02, 0.001, 0.5),
+        (*features, "sm_clock_low", "power_low", "nvlink_error_rate*disk_busy"),
+        (0.016, 0.05, 0.02, 0.001, 0.15, 0.16, 0.5),
         0.0,
     )
     assert learned_slowing(model) == (*SLOWING_STATES, "nvlink_error_rate")
