@@ -9,6 +9,7 @@ flow takes it with ``reflex flow --impact-model FILE`` (or ``REFLEX_IMPACT_MODEL
     reflex fit-impact --influx-url http://influx:8086 --org reflex --token-file ro.token \\
         --start 2026-11-23T00:00:00Z --stop 2026-11-30T00:00:00Z --out impact.json
     reflex fit-impact --scenarios fault_compound_quirky,benign_fleet --out impact.json
+    reflex fit-impact --family node_compound --seed 11 --out node_compound.json
 """
 
 from __future__ import annotations
@@ -57,6 +58,16 @@ def rows_from_influx(influx: InfluxOptions, start_ns: int, stop_ns: int) -> Rows
     return rows
 
 
+def _family_files(family: str) -> list[str]:
+    """A family's scenario files: the history of the fleet it describes (each family is one)."""
+    from reflex_localize.simulator import family_scenarios
+
+    try:
+        return [str(path) for path in family_scenarios(family.replace("-", "_"))]
+    except KeyError as error:
+        raise click.BadParameter(str(error.args[0]), param_hint="'--family'") from None
+
+
 def _instant(text: str | None, name: str) -> int | None:
     if text is None:
         return None
@@ -68,6 +79,7 @@ def _instant(text: str | None, name: str) -> int | None:
 
 @click.command()
 @click.option("--scenarios", default="", help="Comma-separated simulated scenarios to learn from.")
+@click.option("--family", default="", help="Or every scenario of an evaluation family (its fleet).")
 @click.option("--seed", type=NOT_NEGATIVE, default=11, show_default=True)
 @click.option("--start", help="InfluxDB history: first instant (ISO 8601, UTC).")
 @click.option("--stop", help="InfluxDB history: last instant (ISO 8601, UTC).")
@@ -77,6 +89,7 @@ def _instant(text: str | None, name: str) -> int | None:
 @influx_options
 def command(
     scenarios: str,
+    family: str,
     seed: int,
     start: str | None,
     stop: str | None,
@@ -86,6 +99,10 @@ def command(
 ) -> None:
     """Learn how much each anomaly (and pair) slows a rank, without labels."""
     names = [n for n in scenarios.split(",") if n]
+    if family:
+        if names:
+            raise click.UsageError("give --scenarios or --family, not both")
+        names = _family_files(family)
     start_ns, stop_ns = _instant(start, "'--start'"), _instant(stop, "'--stop'")
     if bool(names) == (start_ns is not None):
         raise click.UsageError("give either --scenarios or --start/--stop (InfluxDB history)")
@@ -95,7 +112,11 @@ def command(
             if problem:
                 raise click.BadParameter(problem, param_hint="'--scenarios'")
         rows = rows_from_scenarios(names, seed)
-        provenance: dict = {"scenarios": names, "seed": seed}
+        provenance: dict = {
+            "scenarios": names,
+            "seed": seed,
+            **({"family": family} if family else {}),
+        }
     else:
         if stop_ns is None or start_ns is None or stop_ns <= start_ns:
             raise click.BadParameter("--stop must follow --start", param_hint="'--stop'")
