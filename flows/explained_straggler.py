@@ -98,7 +98,14 @@ def learned_enough(
     def enough(entity: str, signal: str, excess: float) -> bool:
         if signal in SLOWING_STATES:
             return True
-        shown = {s: v for s, v in features.get(entity, {}).items() if s != STEP_SIGNAL}
-        return model.predict(shown) >= LEARNED_SHARE * excess
+        return predicted_slowdown(model, features, entity) >= LEARNED_SHARE * excess
 
     return enough
+
+
+def predicted_slowdown(
+    model: ImpactModel, features: dict[str, dict[str, float]], entity: str
+) -> float:
+    """What the part's anomalies this window predict of its rank (not its own slowness)."""
+    shown = {s: v for s, v in features.get(entity, {}).items() if s != STEP_SIGNAL}
+    return model.predict(shown)

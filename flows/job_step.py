@@ -22,6 +22,7 @@ from reflex_localize.flows.explained_straggler import (
     explaining_part,
     learned_enough,
     learned_slowing,
+    predicted_slowdown,
 )
 from reflex_localize.flows.impact_model import ImpactModel, impact_rows
 from reflex_localize.flows.job_evidence import (
@@ -908,11 +909,10 @@ class JobState(FieldsFilledOnRestore):
             "no history to differ from)"
         )
         if model is not None and found.signal not in SLOWING_STATES:
-            shown = dict(self.book.features.get(found.entity, {}))
-            shown.pop(STEP_SIGNAL, None)
+            predicted = predicted_slowdown(model, self.book.features, found.entity)
             why += (
                 f"; the fleet's learned impact model (version {model.version}) puts what it "
-                f"shows at {100 * model.predict(shown):.1f}% slower"
+                f"shows at {100 * predicted:.1f}% slower"
             )
         return replace(event, summary=event.summary + why)
 
