@@ -9,9 +9,15 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
+
+# A window whose step time is at least twice the job's level is a pause (a checkpoint the
+# hook did not mark, an evaluation pass), not yet a slowdown.
+PAUSE_LOG = math.log(2.0)
+
 
 @dataclass
-class StepRegression:
+class StepRegression(FieldsFilledOnRestore):
     """CUSUM change-point detector on a job's log step time against its own baseline.
 
     A change point, not a fixed threshold: the job's own typical step time and its jitter
@@ -19,11 +25,20 @@ class StepRegression:
     checkpoint pause cannot trigger it; a sustained slowdown does within a few windows.
     Windows that look anomalous are kept out of the baseline.
 
+    A pause counts only once the window after it is a pause too: a job that comes back from
+    its unmarked checkpoint did not slow. (A soak named a GPU whose 40 s throttle slowed two
+    windows 5-7% right after a checkpoint's: the capped pause had given the CUSUM most of its
+    threshold.) The held increment counts once the pause holds, so a job that stays at half
+    speed or worse is caught as soon as before.
+
     >>> r = StepRegression(warmup=5)
     >>> [r.update(1.0 + 0.01 * (i % 3)) for i in range(8)][-1]
     False
     >>> any(r.update(1.3) for _ in range(5))
     True
+    >>> p = StepRegression(warmup=5)
+    >>> [p.update(1.0) for _ in range(8)][-1], p.update(4.0), p.cusum, p.update(4.0), p.cusum
+    (False, False, 0.0, False, 6.0)
     """
 
     warmup: int = 6
@@ -35,6 +50,8 @@ class StepRegression:
     mean: float = 0.0
     var: float = 0.0
     cusum: float = 0.0
+    pending: float = 0.0  # a lone pause's increment, counted if the next window pauses too
+    pausing: bool = False  # the windows before were a pause that held
 
     def deviation(self, step_time: float) -> float:
         if self.count < self.warmup:
@@ -46,7 +63,14 @@ class StepRegression:
             return False
         z = self.deviation(step_time)
         if self.count >= self.warmup:
-            self.cusum = max(0.0, self.cusum + min(z - self.slack, self.max_increment))
+            increment = min(z - self.slack, self.max_increment)
+            pause = math.log(step_time) - self.mean >= PAUSE_LOG
+            if pause and not self.pausing and self.pending == 0.0:
+                self.pending = increment
+                return False
+            self.pausing = pause
+            held, self.pending = (self.pending if pause else 0.0), 0.0
+            self.cusum = max(0.0, self.cusum + held + increment)
         if abs(z) < 3.0:
             self._learn(math.log(step_time))
         return self.cusum > self.threshold
@@ -59,7 +83,7 @@ class StepRegression:
         self.var = (1 - alpha) * (self.var + alpha * delta * delta)
 
     def reset(self) -> None:
-        self.cusum = 0.0
+        self.cusum, self.pending, self.pausing = 0.0, 0.0, False
 
     def level(self) -> float:
         """The job's learned typical step time (seconds); 0 while warming up."""
