@@ -545,14 +545,16 @@ class JobState(FieldsFilledOnRestore):
         return level > 0 and self.step_now < level * (1 + INFO_MIN_SLOWDOWN)
 
     def _strong_suspect(self, end_ns: int) -> Suspect | None:
-        """The top suspect, when it has fresh evidence and a score worth naming."""
-        suspects = self._slowing_lead(self._suspects(None))
-        top = suspects[0] if suspects else None
-        if top is None or top.entity not in self.fresh:
-            return None
-        if not self._held(top.entity, end_ns):
-            return None
-        return top
+        """The strongest suspect with fresh evidence that held and a score worth naming: the
+        one the regression's event would lead with. A stronger part whose evidence comes and
+        goes (a GPU throttling 10 s in 120) does not hide a held one below it."""
+        held = [
+            s
+            for s in self._suspects(None)
+            if s.entity in self.fresh and self._held(s.entity, end_ns)
+        ]
+        suspects = self._slowing_lead(held)
+        return suspects[0] if suspects else None
 
     def _slowing_lead(self, suspects: list[Suspect]) -> list[Suspect]:
         """The suspects from the first whose slowing score is worth naming (see _slowing)."""
