@@ -37,6 +37,11 @@ PORT_FAULTS = (
 )
 BACK_PRESSURE = "nic_xmit_wait_rate"
 Weights = Callable[[str], dict[str, float]]  # hardware profile -> signal -> weight
+# Evidence whose episode ended longer ago than this is the part's past, not its present: an
+# event lists it no more (a soak's event headlined a GPU's corrected-ECC rate, noted in a burst
+# hours before, over the throttle that made it a suspect), nor does it count as a part's held
+# fault (JobState._comm_straggler) or its own-history evidence (job_step._own_evidence).
+NOTE_KEEP_NS = 300 * 10**9
 
 
 # States of a part that make its rank compute or get fed slower, and that a healthy part does
@@ -177,10 +182,20 @@ class EvidenceBook(FieldsFilledOnRestore):
     # off its peers, own history aside: a part slow from the job's first step has no history
     # to differ from, and this is what its peers say (read by JobState._explained_straggler).
     peer_since: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
+    now_ns: int = 0  # the end of the latest window
 
     def notes(self, entity: str) -> list[Evidence]:
-        """The entity's latest evidence, strongest first."""
-        return sorted(self.evidence.get(entity, []), key=lambda e: -e.weight)
+        """The entity's latest evidence, strongest first: what holds now, or ended (or, for
+        an error, arrived) within NOTE_KEEP_NS."""
+        current = [e for e in self.evidence.get(entity, []) if self._current(entity, e)]
+        return sorted(current, key=lambda e: -e.weight)
+
+    def _current(self, entity: str, note: Evidence) -> bool:
+        key = (entity, _episode_kind(note.signal))
+        if key in self.since:
+            return True
+        _, gone = self.ended.get(key, (note.since_ns, note.since_ns))
+        return gone >= self.now_ns - NOTE_KEEP_NS
 
     def _note(self, entity: str, evidence: Evidence) -> None:
         kept = [e for e in self.evidence.get(entity, []) if e.signal != evidence.signal]
@@ -201,7 +216,7 @@ class EvidenceBook(FieldsFilledOnRestore):
         checkpointing: bool = False,
         slowing: tuple[str, ...] = SLOWING_STATES,
     ) -> None:
-        self.peer_view, self.amounts = None, {}
+        self.peer_view, self.amounts, self.now_ns = None, {}, end_ns
         if not len(entities):
             return
         groups = peer_groups(entities, profiles, members)
@@ -474,6 +489,17 @@ class EvidenceBook(FieldsFilledOnRestore):
                     event.entity,
                     Evidence(f"{event.kind}:{event.code}", None, None, amount, event.time_ns),
                 )
+
+
+def _episode_kind(signal: str) -> str:
+    """The persistence key of a note: its signal, or the kind of derived evidence it is
+    ("back_pressure: node-0002 waits on it" is "back_pressure"). An error's note ("xid:79")
+    has none, and ages from its arrival."""
+    if signal in SIGNAL_INDEX or signal == STEP_SIGNAL:
+        return signal
+    if signal.startswith("record"):
+        return "record"
+    return signal.split(":", 1)[0]
 
 
 def rank_entity(info: RankInfo) -> str:
