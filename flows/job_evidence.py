@@ -337,11 +337,15 @@ class EvidenceBook(FieldsFilledOnRestore):
             since = self.since.setdefault((entity, STEP_SIGNAL), end_ns)
             self._note(entity, Evidence(STEP_SIGNAL, None, peer_z, amount, since))
 
-    def back_pressure(self, totals: dict[str, float], end_ns: int) -> None:
+    def back_pressure(
+        self, totals: dict[str, float], end_ns: int, congested: dict[str, float] | None = None
+    ) -> None:
         """A port that waits for credits (``port_xmit_wait``) is the victim: the receiver it
         sends into drains slower. Its waiting is read from the receiving side: it goes to the
-        port of the same rail on another node that shows a fault of its own, if one does (with
-        no such port, it is congestion and stays where it is)."""
+        port of the same rail on another node that shows a fault of its own, if one does. With
+        no such port, it is congestion and stays where it is, also kept apart in ``congested``:
+        a port the fabric holds back is no sign that the port slows the job. (A soak named a
+        noisy port for a job regression on the credit waits it suffered in a congestion.)"""
         faulty = {
             e: sum(v for s, v in signals.items() if s in PORT_FAULTS)
             for e, signals in self.amounts.items()
@@ -358,6 +362,8 @@ class EvidenceBook(FieldsFilledOnRestore):
                 if f > 0 and e.endswith(f"|nic|{port}") and not e.startswith(f"{node}|")
             ]  # fmt: skip
             if not mates:
+                if congested is not None:
+                    congested[entity] = congested.get(entity, 0.0) + wait
                 continue
             receiver = max(mates, key=lambda e: (faulty[e], e))
             receivers.add(receiver)

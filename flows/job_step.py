@@ -133,7 +133,8 @@ class JobState(FieldsFilledOnRestore):
     world_size: int = 0
     world_size_told: bool = False
     compound: CompoundScore = field(default_factory=CompoundScore)
-    # The share of each part's compound score that corrected errors gave (see _slowing).
+    # The share of each part's compound score that corrected errors, and the congestion a
+    # port suffered, gave: no sign the part slows the job (see _slowing).
     corrected: CompoundScore = field(default_factory=CompoundScore)
     regression: StepRegression = field(default_factory=StepRegression)
     hang: HangDetector = field(default_factory=HangDetector)
@@ -283,7 +284,7 @@ class JobState(FieldsFilledOnRestore):
         self.book.stragglers(parts, self.members, self._weights, end_ns, totals)
         corrected: dict[str, float] = {}
         self.book.explicit(events, totals, corrected)
-        self.book.back_pressure(totals, end_ns)
+        self.book.back_pressure(totals, end_ns, corrected)
         if self.config.impact_recorder is not None:
             rows = impact_rows(parts, self.members, self.book.features)
             self.config.impact_recorder(self.job, end_ns, rows)
@@ -566,11 +567,13 @@ class JobState(FieldsFilledOnRestore):
         return suspects[lead:]
 
     def _slowing(self, entity: str) -> float:
-        """The part's score without what corrected errors gave it. A regression is a slowdown:
-        the part it names must show slowness (a signal off its history or peers, slow steps,
-        back-pressure), and a corrected MCE or remap is no sign of that. Such errors still
-        rank the parts that do show it. (A benign soak named a host for a regression because
-        two corrected MCEs arrived in the window it fired.)"""
+        """The part's score without what corrected errors and suffered congestion gave it. A
+        regression is a slowdown: the part it names must show slowness (a signal off its
+        history or peers, slow steps, the back-pressure of others waiting on it), and a
+        corrected MCE or remap, or a port's own credit waits with no faulty receiver to give
+        them to, is no sign of that. Such evidence still ranks the parts that do show it. (A
+        benign soak named a host for a regression because two corrected MCEs arrived in the
+        window it fired.)"""
         return self.compound.get(entity) - self.corrected.get(entity)
 
     def _held(self, entity: str, end_ns: int) -> bool:
