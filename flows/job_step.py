@@ -549,13 +549,14 @@ class JobState(FieldsFilledOnRestore):
         """The strongest suspect with fresh evidence that held and a score worth naming: the
         one the regression's event would lead with. A stronger part whose evidence comes and
         goes (a GPU throttling 10 s in 120) does not hide a held one below it."""
-        held = [
-            s
-            for s in self._suspects(None)
-            if s.entity in self.fresh and self._held(s.entity, end_ns)
-        ]
-        suspects = self._slowing_lead(held)
+        fresh = [s for s in self._suspects(None) if s.entity in self.fresh]
+        suspects = self._held_lead(fresh, end_ns)
         return suspects[0] if suspects else None
+
+    def _held_lead(self, suspects: list[Suspect], end_ns: int) -> list[Suspect]:
+        """The suspects whose evidence held, from the first whose slowing score is worth
+        naming: whom a regression's event leads with."""
+        return self._slowing_lead([s for s in suspects if self._held(s.entity, end_ns)])
 
     def _slowing_lead(self, suspects: list[Suspect]) -> list[Suspect]:
         """The suspects from the first whose slowing score is worth naming (see _slowing)."""
@@ -761,7 +762,7 @@ class JobState(FieldsFilledOnRestore):
         if not in_cooldown and trigger == "regression" and self._still_told(top):
             return None
         if trigger == "regression" and root is None:
-            suspects = self._slowing_lead([s for s in suspects if self._held(s.entity, end_ns)])
+            suspects = self._held_lead(suspects, end_ns)
             top = suspects[0] if suspects else None
         if top is not None and root is None and top.score < self.config.min_suspect_score:
             suspects, top = [], None
