@@ -23,7 +23,8 @@ The resume state is a plain time cursor: the end of the last window the partitio
 "The wall clock" is the flow host's, corrected by InfluxDB's when it is known to be off by more
 than 2 s (``measure_server_clock``, on in production; :mod:`influx.clock_offset` reads the
 ``Date`` of every answer): a flow host running 30 s ahead would otherwise close every window
-before its data arrived, and see every node missing.
+before its data arrived, and see every node missing. A fresh start reads nothing until one
+answer has given that clock (a ``/ping`` that fails is retried like a failed query).
 
 >>> settings = InfluxSettings(url="http://127.0.0.1:8086", token="token")
 >>> source = InfluxSource(settings, n_shards=4)
@@ -100,6 +101,13 @@ class SourceStats:
     query_seconds: float = 0.0
 
 
+class ClockProbeError(Exception):
+    """No answer to the ``/ping`` that reads InfluxDB's clock before the first window."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(f"no answer from {url}/ping to read the server's clock")
+
+
 class InfluxSource(FixedPartitionedSource[WindowBatch, int]):
     """Polls closed windows of telemetry out of InfluxDB, one partition per shard of nodes.
 
@@ -122,6 +130,7 @@ class InfluxSource(FixedPartitionedSource[WindowBatch, int]):
         late_check_seconds: float = 30.0,
         clock: Callable[[], int] = time.time_ns,
         measure_server_clock: bool = False,
+        clock_probe_timeout_s: float = 2.0,
     ) -> None:
         if n_shards < 1 or window_seconds <= 0 or lag_seconds < 0:
             raise ValueError("need n_shards >= 1, window_seconds > 0, lag_seconds >= 0")
@@ -132,6 +141,7 @@ class InfluxSource(FixedPartitionedSource[WindowBatch, int]):
         self.late_horizon_ns, self.clock = int(late_horizon_seconds * 1e9), clock
         self.late_check_ns = int(late_check_seconds * 1e9)
         self.clock_offset = ClockOffset(wall=clock) if measure_server_clock else None
+        self.clock_probe_timeout_s = clock_probe_timeout_s
 
     def now_ns(self) -> int:
         """The wall clock, corrected to InfluxDB's when it is known to be off."""
@@ -175,14 +185,8 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
 
     def next_batch(self) -> list[WindowBatch]:
         src = self._source
-        if (
-            src.clock_offset is not None
-            and src.clock_offset.estimate() is None
-            and self._backoff.ready()
-        ):
-            # A fresh start must not close windows early. Short: an unreachable server is the
-            # window query's to report and back off from.
-            probe_server_clock(self._client, src.clock_offset, timeout_s=2.0)
+        if self._server_clock_unread():
+            return self._retry_later(ClockProbeError(src.settings.url))
         now = src.now_ns()
         closed_until = (now - src.lag_ns) // src.window_ns * src.window_ns
         if src.stop_ns is not None:
@@ -214,6 +218,19 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         # Still behind: poll again at once. Caught up: sleep until the next window closes.
         self._awake = None if stop < closed_until else _at(src.local_ns(self._wake_ns(now)))
         return batches
+
+    def _server_clock_unread(self) -> bool:
+        """True while a fresh start has no answer yet that gives InfluxDB's clock.
+
+        A fresh start must not close windows early, so nothing is read until then: a probe
+        that timed out on a busy server, then a read by a host clock 30 s ahead, took a window
+        whose data was still coming (CI). Short, and retried with the queries' backoff, count
+        and warning; an answer without a ``Date`` leaves the host's own clock in charge.
+        """
+        offset = self._source.clock_offset
+        if offset is None or offset.estimate() is not None or not self._backoff.ready():
+            return False
+        return not probe_server_clock(self._client, offset, self._source.clock_probe_timeout_s)
 
     def next_awake(self) -> datetime | None:
         return self._awake

@@ -168,6 +168,39 @@ def test_a_flow_host_30_s_ahead_waits_for_influxdbs_clock(
     part.close()
 
 
+def test_a_fresh_start_reads_nothing_until_it_has_the_servers_clock(
+    influx: InfluxServer, influx_bucket: str
+) -> None:
+    """A clock probe that times out (a busy server) is a failed attempt, retried with backoff:
+    reading by a host clock 30 s ahead instead would take a window whose data is still coming."""
+    into = time.time_ns() % WINDOW_NS
+    if into > WINDOW_NS // 2:  # early in a window, so that the retry finds it open
+        time.sleep((WINDOW_NS - into) / 1e9 + 0.05)
+    real_now = time.time_ns()
+    w0 = real_now // WINDOW_NS * WINDOW_NS
+    write_lines(influx, influx_bucket, [f"host,cluster=c,node=n1 load1=0.5 {real_now}"])
+    src = InfluxSource(
+        influx.settings(influx_bucket),
+        n_shards=1,
+        start_ns=w0,
+        clock=lambda: time.time_ns() + 30 * 10**9,
+        measure_server_clock=True,
+        clock_probe_timeout_s=1e-6,  # no server answers in a microsecond
+    )
+    part = src.build_part("in", "shard-0", None)
+    assert part.next_batch() == []
+    assert part.stats.failed_queries == 1 and part.next_awake() is not None
+    assert src.clock_offset is not None and src.clock_offset.estimate() is None
+    # The server answers again: the clock is read, and the open window stays open.
+    src.clock_probe_timeout_s = 2.0
+    awake = part.next_awake()
+    assert awake is not None
+    time.sleep(max(0.0, awake.timestamp() - (time.time() + 30)) + 0.05)  # a host clock 30 s ahead
+    assert part.next_batch() == []
+    assert src.clock_offset.estimate() is not None and part.stats.failed_queries == 1
+    part.close()
+
+
 def test_a_wrong_token_fails_loudly(influx: InfluxServer, influx_bucket: str) -> None:
     settings = influx.settings(influx_bucket, token="not-the-token")
     src = InfluxSource(settings, n_shards=1, start_ns=0, stop_ns=10**10, clock=lambda: 10**12)
