@@ -185,13 +185,13 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
 
     def next_batch(self) -> list[WindowBatch]:
         src = self._source
+        if src.stop_ns is not None and self._cursor >= src.stop_ns:
+            raise StopIteration  # a replay that is done needs no server, nor its clock
         if self._server_clock_unread():
             return self._retry_later(ClockProbeError(src.settings.url))
         now = src.now_ns()
         closed_until = (now - src.lag_ns) // src.window_ns * src.window_ns
         if src.stop_ns is not None:
-            if self._cursor >= src.stop_ns:
-                raise StopIteration
             closed_until = min(closed_until, -(-src.stop_ns // src.window_ns) * src.window_ns)
         if self._cursor >= closed_until or not self._backoff.ready():
             self._awake = _at(src.local_ns(self._wake_ns(now)))
