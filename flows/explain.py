@@ -154,6 +154,18 @@ def describe_finding(
             f"({rank_label}) computes {100 * (finding.ratio - 1):.0f}% longer than its stage "
             f"peers, {streak}"
         )
+    elif kind == "drift" and top is not None:
+        since = datetime.fromtimestamp(finding.since_ns / 1e9, tz=UTC).strftime("%H:%M:%S")
+        severity, confidence = "warning", 0.6
+        action = recommend_action(top.component, "sm_clock_low")
+        summary = (
+            f"drift: {top.node} {top.component} {top.index}: rank {finding.rank} "
+            f"({rank_label}) computes {100 * (finding.ratio - 1):.1f}% longer, against the "
+            f"job's level, than it did before {since} UTC (over {finding.steps} steps), and "
+            f"its GPU's SM clock, with no throttle reason, is {100 * finding.z:.1f}% below its "
+            "own: a silent fail-slow (power delivery or cooling), which its peers cannot show "
+            "where healthy GPUs differ as much"
+        )
     elif kind == "stage_hardware" and top is not None:
         signal = top.evidence[0].signal if top.evidence else ""
         severity, confidence = "warning", 0.75

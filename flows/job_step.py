@@ -89,6 +89,13 @@ COMM_FAULTS = (
 )
 COMM_SHARE = 0.05
 _DEFAULT_PROFILE = "h100-sxm5-80gb"
+_CLOCK_COLUMN = SIGNAL_NAMES.index("sm_clock_low")  # its raw value: the window's mean MHz
+# A throttle reason explains a low clock: such windows say nothing of a silent drift. (Holding
+# at the power cap is how a loaded GPU runs, not a reason.)
+_THROTTLE_COLUMNS = [
+    SIGNAL_NAMES.index(name)
+    for name in ("throttle_thermal", "throttle_power", "throttle_hw_slowdown")
+]
 
 
 def default_weights() -> dict[str, dict[str, float]]:
@@ -281,6 +288,7 @@ class JobState(FieldsFilledOnRestore):
             checkpointing=_checkpointing(parts),
             slowing=learned_slowing(self._learned()),
         )
+        self._observe_clocks(entities, values)
         self.book.stragglers(parts, self.members, self._weights, end_ns, totals)
         corrected: dict[str, float] = {}
         self.book.explicit(events, totals, corrected)
@@ -370,7 +378,7 @@ class JobState(FieldsFilledOnRestore):
         found = self._step_findings(parts)
         out: list[LocalizationEvent] = []
         for finding in found:
-            if finding.kind == "straggler" or self.config.mode != "reflex":
+            if finding.kind in ("straggler", "drift") or self.config.mode != "reflex":
                 continue
             sick = self._stage_sick(finding)
             if sick is None:
@@ -522,6 +530,9 @@ class JobState(FieldsFilledOnRestore):
         explained = self._explained_straggler(window, end_ns)
         if explained is not None:
             return explained
+        drifted = self._drifted(window, end_ns, [f for f in found if f.kind == "drift"])
+        if drifted is not None:
+            return drifted
         comm = self._comm_straggler(window, end_ns, parts)
         if comm is not None:
             return comm
@@ -921,6 +932,49 @@ class JobState(FieldsFilledOnRestore):
                 f"shows at {100 * predicted:.1f}% slower"
             )
         return replace(event, summary=event.summary + why)
+
+    def _observe_clocks(self, entities: np.ndarray, values: np.ndarray) -> None:
+        """Each rank's GPU clock this window, for the rank's own-history view (drifts)."""
+        if self.config.mode == "peer_only" or not len(entities) or not self.members:
+            return
+        row_of = {entity: row for row, entity in enumerate(entities.tolist())}
+        clocks, throttled = {}, set()
+        for rank, info in self.members.items():
+            row = row_of.get(rank_entity(info))
+            if row is None:
+                continue
+            clocks[rank] = float(values[row, _CLOCK_COLUMN])
+            if np.nan_to_num(values[row, _THROTTLE_COLUMNS]).any():
+                throttled.add(rank)
+        self.step_peers.drift.observe_clocks(clocks, throttled)
+
+    def _drifted(
+        self, window: int, end_ns: int, drifts: list[StepFinding]
+    ) -> LocalizationEvent | None:
+        """A rank slower than its own history with its GPU's clock (flows/rank_drift.py): its
+        GPU leads a drift event, which says so when half its node's ranks drifted with it."""
+        drifts = [f for f in drifts if f.rank in self.members]
+        if not drifts or self.config.mode == "peer_only":
+            return None
+        finding = max(drifts, key=lambda f: (f.ratio, -f.rank))
+        info = self.members[finding.rank]
+        node, entity = info.node, rank_entity(info)
+        on_node = [r for r, i in self.members.items() if i.node == node]
+        shifted = [r for r in on_node if self.step_peers.drift.shifted(r)]
+        evidence = [
+            Evidence("sm_clock_low", None, None, round(finding.z, 4), finding.since_ns),
+            Evidence(STEP_SIGNAL, None, None, finding.ratio, finding.since_ns),
+        ]
+        lead = Suspect(node, "gpu", str(info.gpu), round(self.compound.get(entity), 3), evidence)
+        label = _rank_label(info)
+        event = self._lead_event(window, end_ns, "drift", finding, lead, rank_label=label)
+        if event is None or 2 * len(shifted) < len(on_node) or len(on_node) < 2:
+            return event
+        whole = (
+            f"; {len(shifted)} of the node's {len(on_node)} ranks drifted with it: the node "
+            "(its cooling or power), not one GPU"
+        )
+        return replace(event, summary=event.summary + whole)
 
     def _lead_event(
         self,

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reflex_localize.flows.messages import RankInfo
+from reflex_localize.flows.rank_drift import RankDrift
 from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
 
 MAD_TO_SIGMA = 1.4826
@@ -43,10 +44,10 @@ MAD_TO_SIGMA = 1.4826
 class StepFinding:
     """What the per-step view found: a straggling rank, or the pattern of the job's steps."""
 
-    kind: str  # straggler | marginal | stage | data | loss_divergence
+    kind: str  # straggler | marginal | drift | stage | data | loss_divergence
     rank: int = -1
     ratio: float = 0.0  # the rank's (or stage's) compute over its peers'
-    z: float = 0.0
+    z: float = 0.0  # (a drift: how far its GPU's clock fell below its own)
     steps: int = 0  # consecutive steps it held for
     since_ns: int = 0
     stage: int = -1
@@ -133,6 +134,8 @@ class StepPeers(FieldsFilledOnRestore):
         default_factory=dict
     )  # rank -> (ratio, z, step end) of its latest judged steps
     marginal_told: set[int] = field(default_factory=set)  # told while they stay marginal
+    # Each rank against its own history (flows/rank_drift.py): what peers cannot see.
+    drift: RankDrift = field(default_factory=RankDrift)
 
     def add_step(self, step: int, compute: dict[int, float], time_ns: int) -> None:
         """Compute seconds of some ranks for one step (NaN where the framework gave none)."""
@@ -195,6 +198,13 @@ class StepPeers(FieldsFilledOnRestore):
                     StepFinding("straggler", rank, float(r), float(zz), self.streak[rank], since)
                 )
         self._remember(ranks, values, stages, ratio)
+        level = _faster_half(values.tolist())  # the job's: the data and a slow stage cancel
+        if level > 0:
+            own = dict(zip(ranks, (values / level).tolist(), strict=True))
+            findings += [
+                StepFinding("drift", d.rank, 1 + d.shift, d.clock_drop, d.steps, d.since_ns)
+                for d in self.drift.observe_step(own, time_ns)
+            ]
         pattern = self._pattern(members)
         if pattern is not None and pattern[:2] != self.told[:2]:
             self.told = pattern

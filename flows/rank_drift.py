@@ -1,0 +1,138 @@
+"""A rank drifting slower than its own history, its GPU's clock with it: a silent fail-slow.
+
+Peers cannot see a GPU that drifts 2-3% slow into the band the fleet's binned GPUs already
+occupy (healthy GPUs of one SKU differ by 8%, Sinha et al., SC22): it is one more slow part
+among many. Its own history can. So beside the relative view (a rank against its stage peers,
+:mod:`flows.step_peers`) each rank keeps an individual one, as NVIDIA's straggler detection
+does (a rank against its own history, nvidia-resiliency-ext): its compute time over the job's
+level (the median of the faster half of all ranks, so the data and a slow stage cancel), step
+by step, under a CUSUM change-point detector (:class:`flows.triggers.StepRegression`: its
+scale is the rank's own step-to-step spread, 2-3% from the batches).
+
+A change point is not yet a drift: a throttle, a busy host, a congested port move a rank for
+a few steps. A drift is told when, over at least ``HOLD_STEPS`` steps and ``HOLD_S`` seconds
+since the change point, the rank's median ratio stays ``DRIFT_SHIFT`` above what it was, and
+its GPU's SM clock, in windows without a throttle reason, is ``CLOCK_DROP`` below its own
+median from before: the rank is slower because its GPU runs slower, with nothing logged (a power or
+cooling cause). A rank slower with its clock unchanged is left to the other rules.
+
+>>> drift = RankDrift()
+>>> for step in range(40):  # rank 1's ratio rises 4% at step 20, its GPU's clock 3% lower
+...     after = step >= 20
+...     drift.observe_clocks({0: 1950.0, 1: 1892.0 if after else 1950.0}, set())
+...     found = drift.observe_step({0: 1.0, 1: 1.04 if after else 1.0}, step * 30 * 10**9)
+...     if found:
+...         break
+>>> [(d.rank, round(d.shift, 2), round(d.clock_drop, 3), step) for d in found]
+[(1, 0.04, 0.03, 27)]
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
+from reflex_localize.flows.triggers import StepRegression
+
+DRIFT_SHIFT = 0.02  # the rank's ratio to the job's level, above its own from before
+CLOCK_DROP = 0.01  # its GPU's unthrottled SM clock, below its own median from before
+HOLD_STEPS = 6
+HOLD_S = 120.0
+RATIO_FLOOR = 0.01  # log units: a rank's ratio to the job's level jitters at least this much
+RATIO_WARMUP = 12  # steps before a rank's own level is trusted
+STEADY_CLOCKS = 60  # windows of a steady rank's clock kept: its own "before"
+KEEP = 48  # ratios and clocks kept since a change point (bounded memory)
+MIN_CLOCKS = 3  # unthrottled windows since the change point needed to judge the clock
+
+
+@dataclass
+class Watched:
+    """One rank: its ratio's change-point detector, and what it showed since a change."""
+
+    ratio: StepRegression = field(
+        default_factory=lambda: StepRegression(warmup=RATIO_WARMUP, floor=RATIO_FLOOR)
+    )
+    since_ns: int = -1  # the change point (-1: none open)
+    base: float = 0.0  # the ratio's own level when it changed
+    ratios: list[float] = field(default_factory=list)
+    # The GPU's unthrottled clock in the latest windows while the rank was steady, and since
+    # the change point. Medians: a checkpoint's idle windows (600 MHz) must not move them.
+    steady_clocks: list[float] = field(default_factory=list)
+    clocks: list[float] = field(default_factory=list)
+    told: bool = False
+
+
+@dataclass(frozen=True)
+class Drift:
+    rank: int
+    shift: float  # the rank's median ratio since the change point, over its own before
+    clock_drop: float  # its GPU's unthrottled clock since then, below its own before
+    steps: int
+    since_ns: int
+
+
+@dataclass
+class RankDrift(FieldsFilledOnRestore):
+    """Per job: every rank's individual view. See the module docstring."""
+
+    ranks: dict[int, Watched] = field(default_factory=dict)
+
+    def observe_clocks(self, clocks: dict[int, float], throttled: set[int]) -> None:
+        """One window: the SM clock of each rank's GPU, and the ranks whose GPU throttled."""
+        for rank, clock in clocks.items():
+            if rank in throttled or not math.isfinite(clock) or clock <= 0:
+                continue
+            watched = self.ranks.setdefault(rank, Watched())
+            if watched.since_ns >= 0:
+                watched.clocks = [*watched.clocks, clock][-KEEP:]
+            elif watched.ratio.cusum == 0.0:  # steady: what "before" means
+                watched.steady_clocks = [*watched.steady_clocks, clock][-STEADY_CLOCKS:]
+
+    def observe_step(self, ratios: dict[int, float], time_ns: int) -> list[Drift]:
+        """One judged step: each rank's compute over the job's level. Returns the drifts told
+        at this step (each rank once, until it is back at its own level)."""
+        found = []
+        for rank, ratio in ratios.items():
+            if not (math.isfinite(ratio) and ratio > 0):
+                continue
+            watched = self.ranks.setdefault(rank, Watched())
+            if watched.since_ns < 0:
+                level = watched.ratio.level()
+                if watched.ratio.update(ratio):
+                    watched.since_ns, watched.base = time_ns, level
+                    watched.ratios, watched.clocks = [ratio], []
+                    watched.ratio.reset()
+                continue
+            watched.ratios = [*watched.ratios, ratio][-KEEP:]
+            finding = self._judge(rank, watched, time_ns)
+            if finding is not None:
+                found.append(finding)
+        return found
+
+    def shifted(self, rank: int) -> bool:
+        """The rank's ratio has held ``DRIFT_SHIFT`` above its own since a change point."""
+        watched = self.ranks.get(rank)
+        if watched is None or watched.since_ns < 0 or len(watched.ratios) < HOLD_STEPS:
+            return False
+        return statistics.median(watched.ratios) >= (1 + DRIFT_SHIFT) * watched.base > 0
+
+    def _judge(self, rank: int, watched: Watched, time_ns: int) -> Drift | None:
+        held_s = (time_ns - watched.since_ns) / 1e9
+        if len(watched.ratios) < HOLD_STEPS or held_s < HOLD_S or watched.base <= 0:
+            return None
+        shift = statistics.median(watched.ratios) / watched.base - 1
+        if shift < DRIFT_SHIFT / 2:  # back at its own level: the change was an episode
+            watched.since_ns, watched.told = -1, False
+            watched.ratios, watched.clocks = [], []
+            return None
+        if watched.told or shift < DRIFT_SHIFT or len(watched.clocks) < MIN_CLOCKS:
+            return None
+        if len(watched.steady_clocks) < RATIO_WARMUP:
+            return None
+        drop = 1 - statistics.median(watched.clocks) / statistics.median(watched.steady_clocks)
+        if drop < CLOCK_DROP:
+            return None
+        watched.told = True
+        return Drift(rank, shift, drop, len(watched.ratios), watched.since_ns)
