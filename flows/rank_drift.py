@@ -84,11 +84,11 @@ class RankDrift(FieldsFilledOnRestore):
         for rank, clock in clocks.items():
             if rank in throttled or not math.isfinite(clock) or clock <= 0:
                 continue
-            watched = self.ranks.setdefault(rank, Watched())
+            watched = self._watched(rank)
             if watched.since_ns >= 0:
-                watched.clocks = [*watched.clocks, clock][-KEEP:]
+                _keep(watched.clocks, clock, KEEP)
             elif watched.ratio.cusum == 0.0:  # steady: what "before" means
-                watched.steady_clocks = [*watched.steady_clocks, clock][-STEADY_CLOCKS:]
+                _keep(watched.steady_clocks, clock, STEADY_CLOCKS)
 
     def observe_step(self, ratios: dict[int, float], time_ns: int) -> list[Drift]:
         """One judged step: each rank's compute over the job's level. Returns the drifts told
@@ -97,7 +97,7 @@ class RankDrift(FieldsFilledOnRestore):
         for rank, ratio in ratios.items():
             if not (math.isfinite(ratio) and ratio > 0):
                 continue
-            watched = self.ranks.setdefault(rank, Watched())
+            watched = self._watched(rank)
             if watched.since_ns < 0:
                 level = watched.ratio.level()
                 if watched.ratio.update(ratio):
@@ -105,11 +105,17 @@ class RankDrift(FieldsFilledOnRestore):
                     watched.ratios, watched.clocks = [ratio], []
                     watched.ratio.reset()
                 continue
-            watched.ratios = [*watched.ratios, ratio][-KEEP:]
+            _keep(watched.ratios, ratio, KEEP)
             finding = self._judge(rank, watched, time_ns)
             if finding is not None:
                 found.append(finding)
         return found
+
+    def _watched(self, rank: int) -> Watched:
+        watched = self.ranks.get(rank)
+        if watched is None:
+            watched = self.ranks[rank] = Watched()
+        return watched
 
     def shifted(self, rank: int) -> bool:
         """The rank's ratio has held ``DRIFT_SHIFT`` above its own since a change point."""
@@ -136,3 +142,10 @@ class RankDrift(FieldsFilledOnRestore):
             return None
         watched.told = True
         return Drift(rank, shift, drop, len(watched.ratios), watched.since_ns)
+
+
+def _keep(values: list[float], value: float, most: int) -> None:
+    """Appends in place, dropping the oldest past ``most`` (a rank's lists, every step)."""
+    values.append(value)
+    if len(values) > most:
+        del values[0]
