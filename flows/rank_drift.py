@@ -13,8 +13,8 @@ A change point is not yet a drift: a throttle, a busy host, a congested port mov
 a few steps. A drift is told when, over at least ``HOLD_STEPS`` steps and ``HOLD_S`` seconds
 since the change point, the rank's median ratio stays ``DRIFT_SHIFT`` above what it was, and
 its GPU's SM clock, in windows without a throttle reason, is ``CLOCK_DROP`` below its own
-median from before: the rank is slower because its GPU runs slower, with nothing logged (a power or
-cooling cause). A rank slower with its clock unchanged is left to the other rules.
+median from before: the rank is slower because its GPU runs slower, with nothing logged (a
+power or cooling cause). A rank slower with its clock unchanged is left to the other rules.
 
 >>> drift = RankDrift()
 >>> for step in range(40):  # rank 1's ratio rises 4% at step 20, its GPU's clock 3% lower
@@ -38,10 +38,12 @@ from reflex_localize.flows.triggers import StepRegression
 
 DRIFT_SHIFT = 0.02  # the rank's ratio to the job's level, above its own from before
 CLOCK_DROP = 0.01  # its GPU's unthrottled SM clock, below its own median from before
+# A throttle, a busy host, a congested port move a rank for a few steps, 10-40 s; a drift
+# stays. (With 47 s steps, the change point and the hold took 420 s in memory_matters.)
 HOLD_STEPS = 6
 HOLD_S = 120.0
 RATIO_FLOOR = 0.01  # log units: a rank's ratio to the job's level jitters at least this much
-RATIO_WARMUP = 12  # steps before a rank's own level is trusted
+RATIO_WARMUP = 12  # steps before a rank's own level is trusted (windows, for its clock)
 STEADY_CLOCKS = 60  # windows of a steady rank's clock kept: its own "before"
 KEEP = 48  # ratios and clocks kept since a change point (bounded memory)
 MIN_CLOCKS = 3  # unthrottled windows since the change point needed to judge the clock
