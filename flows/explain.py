@@ -154,6 +154,17 @@ def describe_finding(
             f"({rank_label}) computes {100 * (finding.ratio - 1):.0f}% longer than its stage "
             f"peers, {streak}"
         )
+    elif kind == "drift" and top is not None and finding.kind == "carried_drift":
+        severity, confidence = "warning", 0.6
+        action = recommend_action(top.component, "sm_clock_low")
+        summary = (
+            f"drift: {top.node} {top.component} {top.index}: rank {finding.rank} "
+            f"({rank_label}) computes {100 * (finding.ratio - 1):.1f}% longer than the job's "
+            f"level (over its latest {finding.steps} steps), and its GPU's SM clock, with no "
+            f"clock reason, is {100 * finding.z:.1f}% below what it held in job {detail}, the "
+            "last it served: a fail-slow it brought into this job (power delivery or cooling), "
+            "which its peers cannot show where healthy GPUs differ as much"
+        )
     elif kind == "drift" and top is not None:
         since = datetime.fromtimestamp(finding.since_ns / 1e9, tz=UTC).strftime("%H:%M:%S")
         severity, confidence = "warning", 0.6

@@ -90,12 +90,14 @@ COMM_FAULTS = (
 COMM_SHARE = 0.05
 _DEFAULT_PROFILE = "h100-sxm5-80gb"
 _CLOCK_COLUMN = SIGNAL_NAMES.index("sm_clock_low")  # its raw value: the window's mean MHz
+DRIFTS = ("drift", "carried_drift")  # against the rank's own history in this job, or its last
 # A throttle reason explains a low clock: such windows say nothing of a silent drift. (Holding
 # at the power cap is how a loaded GPU runs, not a reason.)
 _THROTTLE_COLUMNS = [
     SIGNAL_NAMES.index(name)
     for name in ("throttle_thermal", "throttle_power", "throttle_hw_slowdown")
 ]
+_POWER_CAP_COLUMN = SIGNAL_NAMES.index("throttle_sw_power_cap")
 
 
 def default_weights() -> dict[str, dict[str, float]]:
@@ -172,6 +174,7 @@ class JobState(FieldsFilledOnRestore):
     alerted: dict[str, int] = field(default_factory=dict)  # threshold mode: entity -> last alert
     # Records the job's parts came with, as of the job's first window (never this job's own).
     history: dict[str, tuple[float, str]] | None = None
+    past_clocks_taken: bool = False  # the ranks' GPU clocks in their last jobs, taken
     sites: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> site tags
     last_done: int = -1
     finished: bool = False
@@ -288,6 +291,7 @@ class JobState(FieldsFilledOnRestore):
             checkpointing=_checkpointing(parts),
             slowing=learned_slowing(self._learned()),
         )
+        self._past_clocks(parts)
         self._observe_clocks(entities, values)
         self.book.stragglers(parts, self.members, self._weights, end_ns, totals)
         corrected: dict[str, float] = {}
@@ -378,7 +382,7 @@ class JobState(FieldsFilledOnRestore):
         found = self._step_findings(parts)
         out: list[LocalizationEvent] = []
         for finding in found:
-            if finding.kind in ("straggler", "drift") or self.config.mode != "reflex":
+            if finding.kind in ("straggler", *DRIFTS) or self.config.mode != "reflex":
                 continue
             sick = self._stage_sick(finding)
             if sick is None:
@@ -530,7 +534,7 @@ class JobState(FieldsFilledOnRestore):
         explained = self._explained_straggler(window, end_ns)
         if explained is not None:
             return explained
-        drifted = self._drifted(window, end_ns, [f for f in found if f.kind == "drift"])
+        drifted = self._drifted(window, end_ns, [f for f in found if f.kind in DRIFTS])
         if drifted is not None:
             return drifted
         comm = self._comm_straggler(window, end_ns, parts)
@@ -938,7 +942,7 @@ class JobState(FieldsFilledOnRestore):
         if self.config.mode == "peer_only" or not len(entities) or not self.members:
             return
         row_of = {entity: row for row, entity in enumerate(entities.tolist())}
-        clocks, throttled = {}, set()
+        clocks, throttled, reasoned = {}, set(), set()
         for rank, info in self.members.items():
             row = row_of.get(rank_entity(info))
             if row is None:
@@ -946,13 +950,29 @@ class JobState(FieldsFilledOnRestore):
             clocks[rank] = float(values[row, _CLOCK_COLUMN])
             if np.nan_to_num(values[row, _THROTTLE_COLUMNS]).any():
                 throttled.add(rank)
-        self.step_peers.drift.observe_clocks(clocks, throttled)
+            if rank in throttled or np.nan_to_num(values[row, _POWER_CAP_COLUMN]) > 0:
+                reasoned.add(rank)
+        self.step_peers.drift.observe_clocks(clocks, throttled, reasoned)
+
+    def _past_clocks(self, parts: list[JobWindow]) -> None:
+        """Each rank's GPU clock in the last job it served (flows/busy_clocks.py), taken once,
+        at the job's first window, as the records are."""
+        if self.past_clocks_taken or self.config.mode == "peer_only":
+            return
+        self.past_clocks_taken = True
+        past = {e: kept for p in parts for e, kept in p.past_clocks.items()}
+        self.step_peers.drift.past = {
+            rank: past[entity]
+            for rank, info in self.members.items()
+            if (entity := rank_entity(info)) in past
+        }
 
     def _drifted(
         self, window: int, end_ns: int, drifts: list[StepFinding]
     ) -> LocalizationEvent | None:
-        """A rank slower than its own history with its GPU's clock (flows/rank_drift.py): its
-        GPU leads a drift event, which says so when half its node's ranks drifted with it."""
+        """A rank slower than its own history with its GPU's clock, in this job or against its
+        last (flows/rank_drift.py): its GPU leads a drift event, which says so when half its
+        node's ranks drifted with it."""
         drifts = [f for f in drifts if f.rank in self.members]
         if not drifts or self.config.mode == "peer_only":
             return None
@@ -967,7 +987,10 @@ class JobState(FieldsFilledOnRestore):
         ]
         lead = Suspect(node, "gpu", str(info.gpu), round(self.compound.get(entity), 3), evidence)
         label = _rank_label(info)
-        event = self._lead_event(window, end_ns, "drift", finding, lead, rank_label=label)
+        past_job = self.step_peers.drift.past.get(finding.rank, (0.0, ""))[1]
+        event = self._lead_event(
+            window, end_ns, "drift", finding, lead, rank_label=label, detail=past_job
+        )
         if event is None or 2 * len(shifted) < len(on_node) or len(on_node) < 2:
             return event
         whole = (
@@ -985,6 +1008,7 @@ class JobState(FieldsFilledOnRestore):
         lead: Suspect,
         rank_label: str = "",
         suspects: list[Suspect] | None = None,
+        detail: str = "",
     ) -> LocalizationEvent | None:
         """An event whose suspect the per-step view found (a straggler, a sick stage): within
         the cooldown, a new incident only on another node once the open one has gone quiet.
@@ -998,7 +1022,7 @@ class JobState(FieldsFilledOnRestore):
         others = [s for s in self._suspects(None) if s.entity not in {n.entity for n in named}]
         event = describe_finding(
             self.job, self.config.cluster, window, end_ns, kind, finding, [*named, *others],
-            rank_label=rank_label,
+            rank_label=rank_label, detail=detail,
         )  # fmt: skip
         event = self._recurrence(event, True)
         self._opened(end_ns, in_cooldown, {(lead.node, lead.entity)})

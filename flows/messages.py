@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
 from reflex_localize.schemas.frame import Frame
 
 CASCADE_KINDS = frozenset({"nccl_timeout", "process_exit"})
@@ -112,7 +113,7 @@ class StepRows:
 
 
 @dataclass
-class JobWindow:
+class JobWindow(FieldsFilledOnRestore):  # a snapshot's pending windows may predate a field
     """A shard's contribution to one job's window: signals, deviations, events, steps."""
 
     job: str
@@ -140,3 +141,5 @@ class JobWindow:
     rails: dict[str, str] = field(default_factory=dict)
     # Node -> its site tags (rack, switch, a site's own), where the telemetry carried them.
     sites: dict[str, dict[str, str]] = field(default_factory=dict)
+    # GPU entity -> (its SM clock in the last job it served, that job): flows/busy_clocks.py.
+    past_clocks: dict[str, tuple[float, str]] = field(default_factory=dict)

@@ -9,6 +9,12 @@ level (the median of the faster half of all ranks, so the data and a slow stage 
 by step, under a CUSUM change-point detector (:class:`flows.triggers.StepRegression`: its
 scale is the rank's own step-to-step spread, 2-3% from the batches).
 
+A rank whose GPU came into this job already slow has no change point to find. Its GPU's clock
+in the last job it served does (:mod:`flows.busy_clocks`): a drift is told as well when, over
+``HOLD_STEPS`` steps and ``HOLD_S`` seconds of this job, the GPU's clock without any clock
+reason sits ``CARRIED_DROP`` below what it held there, and the rank computes at least half
+that much slower than the job's level (a slower clock that costs the job nothing is not told).
+
 A change point is not yet a drift: a throttle, a busy host, a congested port move a rank for
 a few steps. A drift is told when, over at least ``HOLD_STEPS`` steps and ``HOLD_S`` seconds
 since the change point, the rank's median ratio stays ``DRIFT_SHIFT`` above what it was, and
@@ -33,6 +39,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from reflex_localize.flows.busy_clocks import busy_median
 from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
 from reflex_localize.flows.triggers import StepRegression
 
@@ -47,6 +54,9 @@ RATIO_WARMUP = 12  # steps before a rank's own level is trusted (windows, for it
 STEADY_CLOCKS = 60  # windows of a steady rank's clock kept: its own "before"
 KEEP = 48  # ratios and clocks kept since a change point (bounded memory)
 MIN_CLOCKS = 3  # unthrottled windows since the change point needed to judge the clock
+# Against the last job: a GPU's clock with no reason bit is its allowed clock, steady within
+# a few MHz (0.3%) window to window and job to job; binning and heat are the GPU's all along.
+CARRIED_DROP = 0.015
 
 
 @dataclass
@@ -64,6 +74,13 @@ class Watched:
     steady_clocks: list[float] = field(default_factory=list)
     clocks: list[float] = field(default_factory=list)
     told: bool = False
+    # Only for a rank whose GPU served an earlier job: this job's clocks without any reason,
+    # its latest ratios, when it first stepped, and whether its drop against that job holds.
+    job_clocks: list[float] = field(default_factory=list)
+    recent: list[float] = field(default_factory=list)
+    first_ns: int = -1
+    carried: bool = False
+    carried_told: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +90,7 @@ class Drift:
     clock_drop: float  # its GPU's unthrottled clock since then, below its own before
     steps: int
     since_ns: int
+    past_job: str = ""  # told against the clock its GPU held in this earlier job
 
 
 @dataclass
@@ -80,13 +98,20 @@ class RankDrift(FieldsFilledOnRestore):
     """Per job: every rank's individual view. See the module docstring."""
 
     ranks: dict[int, Watched] = field(default_factory=dict)
+    # Rank -> its GPU's clock in the last job it served, and that job (set at the job's start).
+    past: dict[int, tuple[float, str]] = field(default_factory=dict)
 
-    def observe_clocks(self, clocks: dict[int, float], throttled: set[int]) -> None:
-        """One window: the SM clock of each rank's GPU, and the ranks whose GPU throttled."""
+    def observe_clocks(
+        self, clocks: dict[int, float], throttled: set[int], reasoned: set[int] | None = None
+    ) -> None:
+        """One window: the SM clock of each rank's GPU, the ranks whose GPU throttled, and
+        those whose GPU had any clock reason (the power cap too; default: the throttled)."""
         for rank, clock in clocks.items():
             if rank in throttled or not math.isfinite(clock) or clock <= 0:
                 continue
             watched = self._watched(rank)
+            if rank in self.past and rank not in (throttled if reasoned is None else reasoned):
+                _keep(watched.job_clocks, clock, STEADY_CLOCKS)
             if watched.since_ns >= 0:
                 _keep(watched.clocks, clock, KEEP)
             elif watched.ratio.cusum == 0.0:  # steady: what "before" means
@@ -100,6 +125,10 @@ class RankDrift(FieldsFilledOnRestore):
             if not (math.isfinite(ratio) and ratio > 0):
                 continue
             watched = self._watched(rank)
+            if rank in self.past:
+                carried = self._judge_carried(rank, watched, ratio, time_ns)
+                if carried is not None:
+                    found.append(carried)
             if watched.since_ns < 0:
                 level = watched.ratio.level()
                 if watched.ratio.update(ratio):
@@ -120,8 +149,11 @@ class RankDrift(FieldsFilledOnRestore):
         return watched
 
     def shifted(self, rank: int) -> bool:
-        """The rank's ratio has held ``DRIFT_SHIFT`` above its own since a change point."""
+        """The rank's ratio has held ``DRIFT_SHIFT`` above its own since a change point, or
+        its clock below its last job's (with the rank slower for it)."""
         watched = self.ranks.get(rank)
+        if watched is not None and watched.carried:
+            return True
         if watched is None or watched.since_ns < 0 or len(watched.ratios) < HOLD_STEPS:
             return False
         return statistics.median(watched.ratios) >= (1 + DRIFT_SHIFT) * watched.base > 0
@@ -135,7 +167,9 @@ class RankDrift(FieldsFilledOnRestore):
             watched.since_ns, watched.told = -1, False
             watched.ratios, watched.clocks = [], []
             return None
-        if watched.told or shift < DRIFT_SHIFT or len(watched.clocks) < MIN_CLOCKS:
+        if watched.told or watched.carried_told:
+            return None
+        if shift < DRIFT_SHIFT or len(watched.clocks) < MIN_CLOCKS:
             return None
         if len(watched.steady_clocks) < RATIO_WARMUP:
             return None
@@ -144,6 +178,28 @@ class RankDrift(FieldsFilledOnRestore):
             return None
         watched.told = True
         return Drift(rank, shift, drop, len(watched.ratios), watched.since_ns)
+
+    def _judge_carried(
+        self, rank: int, watched: Watched, ratio: float, time_ns: int
+    ) -> Drift | None:
+        """This job's clock against the last job's: see the module docstring."""
+        if watched.first_ns < 0:
+            watched.first_ns = time_ns
+        _keep(watched.recent, ratio, RATIO_WARMUP)
+        past_clock, past_job = self.past[rank]
+        held_s = (time_ns - watched.first_ns) / 1e9
+        watched.carried = False
+        if len(watched.recent) < HOLD_STEPS or held_s < HOLD_S or past_clock <= 0:
+            return None
+        if len(watched.job_clocks) < RATIO_WARMUP:
+            return None
+        drop = 1 - busy_median(watched.job_clocks) / past_clock
+        slower = statistics.median(watched.recent) - 1
+        watched.carried = drop >= CARRIED_DROP and slower >= drop / 2
+        if not watched.carried or watched.carried_told or watched.told:
+            return None
+        watched.carried_told = True
+        return Drift(rank, slower, drop, len(watched.recent), watched.first_ns, past_job)
 
 
 def _keep(values: list[float], value: float, most: int) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from reflex_localize.flows.busy_clocks import BusyClocks, window_clocks
 from reflex_localize.flows.detectors import LongitudinalBaseline
 from reflex_localize.flows.event_routing import Claims, double_claims, route_events
 from reflex_localize.flows.explain import orphan_event
@@ -93,6 +94,7 @@ class ShardState(FieldsFilledOnRestore):
     gpu_claims: Claims = field(default_factory=dict)
     gpu_ids: GpuIdentity = field(default_factory=GpuIdentity)  # bus id -> GPU index, per node
     memory: NodeMemory = field(default_factory=NodeMemory)  # outlives jobs (recovery state)
+    busy_clocks: BusyClocks = field(default_factory=BusyClocks)  # so does each GPU's clock
     told: set[str] = field(default_factory=set)  # contradictions reported (once each)
     orphans_told: dict[str, int] = field(default_factory=dict)  # entity -> last event (ns)
     windows_seen: int = 0
@@ -142,6 +144,8 @@ class ShardState(FieldsFilledOnRestore):
         for job, ranks in self.members.items():
             for info in ranks.values():
                 jobs_on_node.setdefault(info.node, set()).add(job)
+        for job, clocks in window_clocks(jobs_on_node, signals.entities, signals.values).items():
+            self.busy_clocks.observe(job, clocks)
         routed, orphans = route_events(events, jobs_on_node, self.gpu_claims)
         out += self._orphans(orphans, batch)
         out += self._contradictions()
@@ -169,6 +173,7 @@ class ShardState(FieldsFilledOnRestore):
                         alive_nodes=sorted(alive & nodes),
                         agent_nodes=sorted(agent & nodes),
                         records=self.memory.of_nodes(nodes, batch.end_ns),
+                        past_clocks=self.busy_clocks.of_nodes(nodes, job),
                         rails=self.gpu_ids.rails_of(nodes),
                         sites={n: dict(self.sites[n]) for n in nodes if n in self.sites},
                         world_size=self.world_sizes.get(job, 0),
@@ -178,6 +183,8 @@ class ShardState(FieldsFilledOnRestore):
             )
         for job in ended:
             self.members.pop(job, None)
+        for job in [j for j in self.busy_clocks.current if j not in self.members]:
+            self.busy_clocks.end(job)
         if carried:  # counted, not errors: exported beside the rejects
             counts = {("carried", "foreign_tag"): carried}
             out.append(("points", reject_points(counts, self.config.cluster, batch.end_ns)))

@@ -44,7 +44,7 @@ MAD_TO_SIGMA = 1.4826
 class StepFinding:
     """What the per-step view found: a straggling rank, or the pattern of the job's steps."""
 
-    kind: str  # straggler | marginal | drift | stage | data | loss_divergence
+    kind: str  # straggler | marginal | drift | carried_drift | stage | data | loss_divergence
     rank: int = -1
     ratio: float = 0.0  # the rank's (or stage's) compute over its peers'
     z: float = 0.0  # (a drift: how far its GPU's clock fell below its own)
@@ -202,7 +202,14 @@ class StepPeers(FieldsFilledOnRestore):
         if level > 0:
             own = dict(zip(ranks, (values / level).tolist(), strict=True))
             findings += [
-                StepFinding("drift", d.rank, 1 + d.shift, d.clock_drop, d.steps, d.since_ns)
+                StepFinding(
+                    "carried_drift" if d.past_job else "drift",
+                    d.rank,
+                    1 + d.shift,
+                    d.clock_drop,
+                    d.steps,
+                    d.since_ns,
+                )
                 for d in self.drift.observe_step(own, time_ns)
             ]
         pattern = self._pattern(members)
