@@ -12,7 +12,7 @@ import numpy as np
 
 from reflex_localize.flows.busy_clocks import BusyClocks, window_clocks
 from reflex_localize.flows.job_step import JobConfig
-from reflex_localize.flows.rank_drift import HOLD_S, RankDrift
+from reflex_localize.flows.rank_drift import HOLD_S, Drift, RankDrift
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.flows.signals import SIGNAL_NAMES
 from reflex_localize.shell.simulated_source import SimulatorSource
@@ -24,7 +24,7 @@ CLOCK = 1950.0
 
 def _run(
     ratio: float, clock: float, steps: int = 60, power_capped: bool = False
-) -> list[tuple[int, object]]:
+) -> list[tuple[int, Drift]]:
     """Rank 1 came from a job where its GPU held CLOCK; here it steps at ``ratio`` to the
     job's level with ``clock`` (rank 0 steady, no past). Every drift told, with its step."""
     drift = RankDrift()
