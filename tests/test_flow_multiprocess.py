@@ -63,3 +63,16 @@ def test_two_processes_replaying_a_file_find_the_events_of_one(tmp_path: Path) -
     one = read_events(tmp_path / "one" / "events.jsonl")
     assert one, "the XID 79 must be localized"
     assert identity(read_events(tmp_path / "two" / "events.jsonl")) == identity(one)
+
+
+def test_two_processes_carry_a_gpus_clock_from_one_job_to_the_next(tmp_path: Path) -> None:
+    """A GPU's clock in its last job lives in the shard that owns its node
+    (flows/busy_clocks.py): with two processes the next job's drift is told the same."""
+    scenario = Path(__file__).parents[1] / "simulator/scenarios/families/memory_matters"
+    source = f"sim:{scenario / 'gpu_drift_from_job_b_start_2s.toml'}:7"
+    finish(flow(tmp_path / "one", source=source))
+    finish(flow(tmp_path / "two", "-p", "2", source=source))
+    one = read_events(tmp_path / "one" / "events.jsonl")
+    drifts = [e for e in one if "below what it held in job a" in e.summary]
+    assert [(e.top.node, e.top.index) for e in drifts if e.top] == [("node-0002", "2")]
+    assert identity(read_events(tmp_path / "two" / "events.jsonl")) == identity(one)
