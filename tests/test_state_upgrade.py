@@ -7,7 +7,10 @@ from __future__ import annotations
 import copy
 import pickle
 
+import numpy as np
+
 from reflex_localize.flows.job_step import JobConfig, JobState
+from reflex_localize.flows.messages import JobWindow, StepRows
 from reflex_localize.flows.shard_step import ShardConfig, ShardState
 
 
@@ -35,3 +38,26 @@ def test_a_shard_state_without_a_newer_field_restores_with_it() -> None:
     del state.__dict__["sites"]  # a field a later version added
     restored = pickle.loads(pickle.dumps(state))
     assert restored.sites == {} and restored.windows_seen == 7
+
+
+def test_a_shard_state_from_before_the_gpu_clocks_keeps_its_baselines_and_learns_them() -> None:
+    """``ShardState.busy_clocks``, ``JobState.past_clocks_taken``, ``RankDrift.past`` and a
+    pending ``JobWindow.past_clocks`` came with issue 17's twelfth stop."""
+    shard = ShardState(ShardConfig())
+    shard.windows_seen = 7
+    del shard.__dict__["busy_clocks"]
+    restored = pickle.loads(pickle.dumps(shard))
+    assert restored.busy_clocks.past == {} and restored.windows_seen == 7
+    job = JobState("train", JobConfig())
+    del job.__dict__["past_clocks_taken"]
+    del job.step_peers.drift.__dict__["past"]
+    back = pickle.loads(pickle.dumps(job))
+    assert back.past_clocks_taken is False and back.step_peers.drift.past == {}
+
+
+def test_a_pending_job_window_from_before_the_gpu_clocks_restores_with_them() -> None:
+    empty = np.zeros((0, 1))
+    window = JobWindow("train", "shard-0", 3, 0, empty[:, 0], empty, empty, empty, empty[:, 0],
+                       [], [], StepRows(), [], 0)  # fmt: skip
+    del window.__dict__["past_clocks"]
+    assert pickle.loads(pickle.dumps(window)).past_clocks == {}
