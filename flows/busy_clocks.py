@@ -14,7 +14,7 @@ out for the same reason: there the clock depends on what the job computes.
 >>> for window in range(20):
 ...     clocks.observe("a", {"n1|gpu|0": 1950.0 if window % 10 else 490.0})  # a checkpoint
 >>> clocks.end("a")
->>> clocks.of_nodes({"n1"}, "b")
+>>> clocks.of_nodes({"n1"})
 {'n1|gpu|0': (1950.0, 'a')}
 """
 
@@ -108,11 +108,9 @@ class BusyClocks(FieldsFilledOnRestore):
             if len(values) >= MIN_WINDOWS:
                 self.past[entity] = (busy_median(values), job)
 
-    def of_nodes(self, nodes: set[str], job: str) -> dict[str, tuple[float, str]]:
-        """GPU entity -> (its clock in its last job, that job) for these nodes' GPUs, never
-        this job's own."""
+    def of_nodes(self, nodes: set[str]) -> dict[str, tuple[float, str]]:
+        """GPU entity -> (its clock in its last job, that job) for these nodes' GPUs. A job
+        requeued under its own name gets its earlier run's: a job still running has none."""
         return {
-            entity: kept
-            for entity, kept in self.past.items()
-            if kept[1] != job and entity.split("|", 1)[0] in nodes
+            entity: kept for entity, kept in self.past.items() if entity.split("|", 1)[0] in nodes
         }

@@ -173,7 +173,7 @@ class ShardState(FieldsFilledOnRestore):
                         alive_nodes=sorted(alive & nodes),
                         agent_nodes=sorted(agent & nodes),
                         records=self.memory.of_nodes(nodes, batch.end_ns),
-                        past_clocks=self.busy_clocks.of_nodes(nodes, job),
+                        past_clocks=self.busy_clocks.of_nodes(nodes),
                         rails=self.gpu_ids.rails_of(nodes),
                         sites={n: dict(self.sites[n]) for n in nodes if n in self.sites},
                         world_size=self.world_sizes.get(job, 0),

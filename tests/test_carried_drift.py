@@ -87,8 +87,17 @@ def test_a_job_too_short_leaves_the_last_jobs_clock_in_place() -> None:
     for _ in range(3):
         clocks.observe("b", {"n1|gpu|0": 1500.0})
     clocks.end("b")
-    assert clocks.of_nodes({"n1"}, "c") == {"n1|gpu|0": (1950.0, "a")}
-    assert clocks.of_nodes({"n1"}, "a") == {}  # never a job's own clock
+    assert clocks.of_nodes({"n1"}) == {"n1|gpu|0": (1950.0, "a")}
+    assert clocks.of_nodes({"n2"}) == {}
+
+
+def test_a_running_job_has_no_last_clock_and_a_requeued_one_has_its_earlier_runs() -> None:
+    clocks = BusyClocks()
+    for _ in range(20):
+        clocks.observe("a", {"n1|gpu|0": 1950.0})
+    assert clocks.of_nodes({"n1"}) == {}
+    clocks.end("a")  # requeued under its own name after a crash: its earlier run is history
+    assert clocks.of_nodes({"n1"}) == {"n1|gpu|0": (1950.0, "a")}
 
 
 def _run_family(mode: str) -> tuple[list, int]:
