@@ -961,11 +961,13 @@ class JobState(FieldsFilledOnRestore):
             return
         self.past_clocks_taken = True
         past = {e: kept for p in parts for e, kept in p.past_clocks.items()}
-        self.step_peers.drift.past = {
+        drift = self.step_peers.drift
+        drift.past = {
             rank: past[entity]
             for rank, info in self.members.items()
             if (entity := rank_entity(info)) in past
         }
+        drift.node_of = {rank: self.members[rank].node for rank in drift.past}
 
     def _drifted(
         self, window: int, end_ns: int, drifts: list[StepFinding]

@@ -12,8 +12,10 @@ scale is the rank's own step-to-step spread, 2-3% from the batches).
 A rank whose GPU came into this job already slow has no change point to find. Its GPU's clock
 in the last job it served does (:mod:`flows.busy_clocks`): a drift is told as well when, over
 ``HOLD_STEPS`` steps and ``HOLD_S`` seconds of this job, the GPU's clock without any clock
-reason sits ``CARRIED_DROP`` below what it held there, and the rank computes at least half
-that much slower than the job's level (a slower clock that costs the job nothing is not told).
+reason sits ``CARRIED_DROP`` below what it held there, more than the GPUs of the job's other
+nodes with a past dropped (a clock the job sets or its workload moves is the job's), and the
+rank computes at least half that much slower than the job's level (a slower clock that costs
+the job nothing is not told).
 
 A change point is not yet a drift: a throttle, a busy host, a congested port move a rank for
 a few steps. A drift is told when, over at least ``HOLD_STEPS`` steps and ``HOLD_S`` seconds
@@ -77,6 +79,7 @@ class Watched:
     # Only for a rank whose GPU served an earlier job: this job's clocks without any reason,
     # its latest ratios, when it first stepped, and whether its drop against that job holds.
     job_clocks: list[float] = field(default_factory=list)
+    drop: float = math.nan  # the busy median of job_clocks below the last job's clock
     recent: list[float] = field(default_factory=list)
     first_ns: int = -1
     carried: bool = False
@@ -100,6 +103,10 @@ class RankDrift(FieldsFilledOnRestore):
     ranks: dict[int, Watched] = field(default_factory=dict)
     # Rank -> its GPU's clock in the last job it served, and that job (set at the job's start).
     past: dict[int, tuple[float, str]] = field(default_factory=dict)
+    node_of: dict[int, str] = field(default_factory=dict)  # of the ranks with a past
+    # Per node, the median drop of the other nodes' GPUs with a past: what the job itself did
+    # to every clock (a clock setting, a workload the clock follows), not one part.
+    others_drop: dict[str, float] = field(default_factory=dict)
 
     def observe_clocks(
         self, clocks: dict[int, float], throttled: set[int], reasoned: set[int] | None = None
@@ -116,6 +123,24 @@ class RankDrift(FieldsFilledOnRestore):
                 _keep(watched.clocks, clock, KEEP)
             elif watched.ratio.cusum == 0.0:  # steady: what "before" means
                 _keep(watched.steady_clocks, clock, STEADY_CLOCKS)
+        if self.past:
+            self._job_drops()
+
+    def _job_drops(self) -> None:
+        """Each window (not each step: a median per rank): every GPU's drop against its last
+        job, and per node what the other nodes' GPUs dropped."""
+        per_node: dict[str, list[float]] = {}
+        for rank, (past_clock, _) in self.past.items():
+            watched = self.ranks.get(rank)
+            if watched is None or len(watched.job_clocks) < RATIO_WARMUP or past_clock <= 0:
+                continue
+            watched.drop = 1 - busy_median(watched.job_clocks) / past_clock
+            per_node.setdefault(self.node_of.get(rank, ""), []).append(watched.drop)
+        medians = {node: statistics.median(drops) for node, drops in per_node.items()}
+        self.others_drop = {}
+        for node in medians:
+            others = [m for other, m in medians.items() if other != node]
+            self.others_drop[node] = statistics.median(others) if others else 0.0
 
     def observe_step(self, ratios: dict[int, float], time_ns: int) -> list[Drift]:
         """One judged step: each rank's compute over the job's level. Returns the drifts told
@@ -186,16 +211,16 @@ class RankDrift(FieldsFilledOnRestore):
         if watched.first_ns < 0:
             watched.first_ns = time_ns
         _keep(watched.recent, ratio, RATIO_WARMUP)
-        past_clock, past_job = self.past[rank]
+        past_job = self.past[rank][1]
         held_s = (time_ns - watched.first_ns) / 1e9
         watched.carried = False
-        if len(watched.recent) < HOLD_STEPS or held_s < HOLD_S or past_clock <= 0:
+        drop = watched.drop
+        if len(watched.recent) < HOLD_STEPS or held_s < HOLD_S or not math.isfinite(drop):
             return None
-        if len(watched.job_clocks) < RATIO_WARMUP:
-            return None
-        drop = 1 - busy_median(watched.job_clocks) / past_clock
+        # Every GPU of the job's other nodes slower too: the job's doing, not this part's.
+        own = drop - max(self.others_drop.get(self.node_of.get(rank, ""), 0.0), 0.0)
         slower = statistics.median(watched.recent) - 1
-        watched.carried = drop >= CARRIED_DROP and slower >= drop / 2
+        watched.carried = own >= CARRIED_DROP and slower >= drop / 2
         if not watched.carried or watched.carried_told or watched.told:
             return None
         watched.carried_told = True

@@ -61,6 +61,22 @@ def test_the_same_clock_as_in_its_last_job_is_no_drift() -> None:
     assert _run(1.03, CLOCK) == []
 
 
+def test_every_node_slower_than_in_its_last_job_is_the_jobs_doing() -> None:
+    """A job that sets its GPUs' clocks lower (or a workload the clock follows): every GPU
+    with a past dropped, so none is told, not even the last pipeline stage's, which computes
+    slower anyway."""
+    drift = RankDrift()
+    ranks = range(16)  # two ranks on each of eight nodes
+    drift.past = {rank: (CLOCK, "job-a") for rank in ranks}
+    drift.node_of = {rank: f"n{rank // 2}" for rank in ranks}
+    told = []
+    for step in range(60):
+        drift.observe_clocks({rank: CLOCK * 0.9 for rank in ranks}, set(), set())
+        ratios = {rank: 1.08 if rank >= 14 else 1.0 for rank in ranks}
+        told += drift.observe_step(ratios, step * STEP_NS)
+    assert told == []
+
+
 def _values(clock: float, reason: str = "") -> np.ndarray:
     row = np.zeros(len(SIGNAL_NAMES))
     row[SIGNAL_NAMES.index("sm_clock_low")] = clock
