@@ -9,14 +9,11 @@ the band of the fleet's binned GPUs.
 from __future__ import annotations
 
 import numpy as np
+from memory_family_runs import run_memory_family
 
 from reflex_localize.flows.busy_clocks import BusyClocks, window_clocks
-from reflex_localize.flows.job_step import JobConfig
 from reflex_localize.flows.rank_drift import HOLD_S, Drift, RankDrift
-from reflex_localize.flows.runner import run_in_process
 from reflex_localize.flows.signals import SIGNAL_NAMES
-from reflex_localize.shell.simulated_source import SimulatorSource
-from reflex_localize.simulator import Simulation, family_scenarios, load_scenario
 
 STEP_NS = 8 * 10**9
 CLOCK = 1950.0
@@ -116,16 +113,8 @@ def test_a_running_job_has_no_last_clock_and_a_requeued_one_has_its_earlier_runs
     assert clocks.of_nodes({"n1"}) == {"n1|gpu|0": (1950.0, "a")}
 
 
-def _run_family(mode: str) -> tuple[list, int]:
-    [path] = [p for p in family_scenarios("memory_matters") if p.stem.startswith("gpu_drift_from")]
-    [label] = Simulation(load_scenario(path), seed=7).truth
-    source = SimulatorSource(str(path), 7, 1, 10.0)
-    result = run_in_process(source, window_seconds=10.0, job_config=JobConfig(mode=mode))
-    return result.events, label.onset_ns
-
-
 def test_a_gpu_slow_from_the_jobs_first_step_is_named_by_its_last_job() -> None:
-    events, onset_ns = _run_family("reflex")
+    events, onset_ns = run_memory_family("reflex", "gpu_drift_from")
     drifts = [e for e in events if e.trigger == "drift"]
     assert [(e.top.node, e.top.component, e.top.index) for e in drifts] == [
         ("node-0002", "gpu", "2")
@@ -135,5 +124,5 @@ def test_a_gpu_slow_from_the_jobs_first_step_is_named_by_its_last_job() -> None:
 
 
 def test_peers_alone_do_not_name_it() -> None:
-    events, _ = _run_family("peer_only")
+    events, _ = run_memory_family("peer_only", "gpu_drift_from")
     assert [e for e in events if e.trigger == "drift"] == []

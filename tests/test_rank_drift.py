@@ -8,11 +8,9 @@ fleet's binned GPUs already sit, so its peers cannot tell it from them.
 
 from __future__ import annotations
 
-from reflex_localize.flows.job_step import JobConfig
+from memory_family_runs import run_memory_family
+
 from reflex_localize.flows.rank_drift import HOLD_S, RankDrift
-from reflex_localize.flows.runner import run_in_process
-from reflex_localize.shell.simulated_source import SimulatorSource
-from reflex_localize.simulator import Simulation, family_scenarios, load_scenario
 
 STEP_NS = 8 * 10**9
 CLOCK = 1950.0
@@ -59,17 +57,8 @@ def test_a_checkpoints_idle_windows_do_not_move_the_clock_it_is_judged_against()
     assert len(told) == 1 and round(told[0][1].clock_drop, 3) == 0.025
 
 
-def _run_family(mode: str) -> tuple[list, int]:
-    """The scenario's events in ``mode``, and its fault's onset (ns)."""
-    [path] = [p for p in family_scenarios("memory_matters") if p.stem.startswith("drift_among")]
-    [label] = Simulation(load_scenario(path), seed=7).truth
-    source = SimulatorSource(str(path), 7, 1, 10.0)
-    result = run_in_process(source, window_seconds=10.0, job_config=JobConfig(mode=mode))
-    return result.events, label.onset_ns
-
-
 def test_a_gpu_drifting_into_the_binned_band_is_named_by_its_own_history() -> None:
-    events, onset_ns = _run_family("reflex")
+    events, onset_ns = run_memory_family("reflex", "drift_among")
     drifts = [e for e in events if e.trigger == "drift"]
     assert [(e.top.node, e.top.component, e.top.index) for e in drifts] == [
         ("node-0011", "gpu", "5")
@@ -79,5 +68,5 @@ def test_a_gpu_drifting_into_the_binned_band_is_named_by_its_own_history() -> No
 
 
 def test_peers_alone_do_not_see_it() -> None:
-    events, _ = _run_family("peer_only")
+    events, _ = run_memory_family("peer_only", "drift_among")
     assert [e for e in events if e.trigger == "drift"] == []
