@@ -42,6 +42,7 @@ from reflex_localize.flows.messages import (
     infer_gpus,
     shard_of,
 )
+from reflex_localize.flows.returning_part import returning_part
 from reflex_localize.flows.signals import SIGNAL_NAMES, STEP_SIGNAL
 from reflex_localize.flows.site_blame import shared_switch, switch_suspect
 from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
@@ -534,6 +535,9 @@ class JobState(FieldsFilledOnRestore):
         explained = self._explained_straggler(window, end_ns)
         if explained is not None:
             return explained
+        returning = self._returning_part(window, end_ns)
+        if returning is not None:
+            return returning
         drifted = self._drifted(window, end_ns, [f for f in found if f.kind in DRIFTS])
         if drifted is not None:
             return drifted
@@ -936,6 +940,39 @@ class JobState(FieldsFilledOnRestore):
                 f"shows at {100 * predicted:.1f}% slower"
             )
         return replace(event, summary=event.summary + why)
+
+    def _returning_part(self, window: int, end_ns: int) -> LocalizationEvent | None:
+        """A rank on a GPU that came to the job with a record, a little slower than its peers
+        over its latest few steps while its GPU's state is off its own history
+        (flows/returning_part.py): that GPU leads a straggler event that names its record."""
+        if not self.step_peers.quick:  # the common case: no part came with a record
+            return None
+        found = returning_part(
+            self.step_peers.marginal_known(),
+            self.members,
+            lambda entity: self.book.notes(entity) if entity in self.fresh else None,
+            end_ns,
+            self.config.window_seconds * 1e9,
+        )
+        if found is None:
+            return None
+        node, component, index = found.entity.split("|")
+        finding, note = found.finding, found.note
+        evidence = [note, Evidence(STEP_SIGNAL, None, None, finding.ratio, finding.since_ns)]
+        lead = Suspect(node, component, index, round(self.compound.get(found.entity), 3), evidence)
+        label = _rank_label(self.members[finding.rank])
+        event = self._lead_event(window, end_ns, "straggler", finding, lead, rank_label=label)
+        if event is None:
+            return None
+        self.step_peers.marginal_told.add(finding.rank)
+        _, why = (self.history or {}).get(found.entity, (0.0, ""))
+        told = (
+            f"; it came to this job with a record from earlier jobs ({why}), and its "
+            f"{note.signal} stands {abs(note.temporal_z or 0.0):.0f} spreads off its own "
+            f"history since {_clock(note.since_ns)} UTC: the part that failed before, failing "
+            "again"
+        )
+        return replace(event, summary=event.summary + told)
 
     def _observe_clocks(self, entities: np.ndarray, values: np.ndarray) -> None:
         """Each rank's GPU clock this window, for the rank's own-history view (drifts)."""

@@ -225,13 +225,13 @@ class StepPeers(FieldsFilledOnRestore):
         if len(ratios) >= self.marginal_steps and _median(ratios) < 1 + self.marginal_excess / 2:
             self.marginal_told.discard(rank)  # back with its peers: a new streak is news
 
-    def _is_marginal(self, rank: int) -> bool:
-        kept = self.marginal_recent.get(rank, [])
+    def _is_marginal(self, rank: int, steps: int) -> bool:
+        kept = self.marginal_recent.get(rank, [])[-steps:]
         # Most ranks keep up with their peers: their latest step settles it, lists unbuilt.
-        if len(kept) < self.marginal_steps or not kept[-1][0] >= 1 + self.marginal_excess / 2:
+        if len(kept) < steps or not kept[-1][0] >= 1 + self.marginal_excess / 2:
             return False
         recent = [(r, z) for r, z, _ in kept if math.isfinite(r)]
-        if len(recent) < self.marginal_steps:
+        if len(recent) < steps:
             return False
         ratios = [r for r, _ in recent]
         above_half = sum(r >= 1 + self.marginal_excess / 2 for r in ratios)
@@ -244,18 +244,30 @@ class StepPeers(FieldsFilledOnRestore):
     def marginal(self) -> list[StepFinding]:
         """Ranks marginally slower than their peers over their latest marginal_steps steps,
         not told as stragglers nor told since they became so, each with its median ratio."""
+        return self._marginal(self.marginal_recent, self.marginal_steps)
+
+    def marginal_known(self) -> list[StepFinding]:
+        """The ranks on a part with a record (``quick``) marginally slower over their latest
+        streak_steps steps: a part that failed before and slows its rank again is not a quirk
+        to wait out for nine steps (flows/returning_part.py)."""
+        known = {r: kept for r, kept in self.marginal_recent.items() if r in self.quick}
+        return self._marginal(known, self.streak_steps)
+
+    def _marginal(
+        self, recent_of: dict[int, list[tuple[float, float, int]]], steps: int
+    ) -> list[StepFinding]:
         return [
             StepFinding(
                 "marginal",
                 rank,
-                _median([r for r, _, _ in recent]),
-                steps=len(recent),
-                since_ns=recent[0][2],
+                _median([r for r, _, _ in kept[-steps:]]),
+                steps=steps,
+                since_ns=kept[-steps][2],
             )
-            for rank, recent in sorted(self.marginal_recent.items())
+            for rank, kept in sorted(recent_of.items())
             if rank not in self.reported
             and rank not in self.marginal_told
-            and self._is_marginal(rank)
+            and self._is_marginal(rank, steps)
         ]
 
     def _remember(

@@ -10,11 +10,12 @@ from reflex_localize.shell.simulated_source import SimulatorSource
 from reflex_localize.simulator import Simulation, family_scenarios, load_scenario
 
 
-def run_memory_family(mode: str, stem: str) -> tuple[list, int]:
-    """The events in ``mode`` of the memory_matters scenario whose name starts with ``stem``
-    (seed 7), and its one fault's onset (ns)."""
-    [path] = [p for p in family_scenarios("memory_matters") if p.stem.startswith(stem)]
-    [label] = Simulation(load_scenario(path), seed=7).truth
-    source = SimulatorSource(str(path), 7, 1, 10.0)
+def run_memory_family(mode: str, stem: str, seed: int = 7) -> tuple[list, int]:
+    """The events in ``mode`` of the memory_matters scenario named ``stem`` (or, failing
+    that, the one whose name starts with it), and its last fault's onset (ns)."""
+    paths = family_scenarios("memory_matters")
+    [path] = [p for p in paths if p.stem == stem] or [p for p in paths if p.stem.startswith(stem)]
+    label = Simulation(load_scenario(path), seed=seed).truth[-1]
+    source = SimulatorSource(str(path), seed, 1, 10.0)
     result = run_in_process(source, window_seconds=10.0, job_config=JobConfig(mode=mode))
     return result.events, label.onset_ns
