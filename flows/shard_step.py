@@ -192,7 +192,10 @@ class ShardState(FieldsFilledOnRestore):
         if self.windows_seen % self.config.baseline_every == 0:
             out.append(("points", self._baseline_points(batch.end_ns)))
             self.memory.forget_old(batch.end_ns)
-            out.append(("points", record_points(self.memory, self.config.cluster, batch.end_ns)))
+            records = record_points(
+                self.memory, self.config.cluster, batch.end_ns, self.busy_clocks.past
+            )
+            out.append(("points", records))
         return out
 
     def _remember_deviations(self, entities: np.ndarray, temporal: np.ndarray, now: int) -> None:
@@ -461,24 +464,30 @@ def _reporting_nodes(frames: list[Frame]) -> set[str]:
     return nodes
 
 
-def record_points(memory: NodeMemory, cluster: str, time_ns: int) -> list[Point]:
-    """``reflex_record`` points: each part's record, as it stands now."""
+def record_points(
+    memory: NodeMemory,
+    cluster: str,
+    time_ns: int,
+    last_clocks: Mapping[str, tuple[float, str]] | None = None,
+) -> list[Point]:
+    """``reflex_record`` points: each part's record, as it stands now, and each GPU's clock
+    in the last job it served (flows/busy_clocks.py), which a drift event against that job
+    quotes: an SRE checks the number beside the GPU's clocks in the next job."""
+    clocks = last_clocks or {}
     points = []
-    for entity, record in sorted(memory.records.items()):
+    for entity in sorted(set(memory.records) | set(clocks)):
         node, component, index = entity.split("|")
-        xids = ",".join(f"{code}x{len(times)}" for code, times in sorted(record.xids.items()))
-        points.append(
-            Point(
-                "reflex_record",
-                {"cluster": cluster, "node": node, "component": component, "index": index},
-                {
-                    "trouble": float(memory.trouble(entity, time_ns)),
-                    "reasons": memory.why(entity),
-                    "xids": xids,
-                },
-                time_ns,
-            )
-        )
+        record = memory.records.get(entity)
+        xids = record.xids if record is not None else {}
+        fields: dict[str, float | str] = {
+            "trouble": float(memory.trouble(entity, time_ns)),
+            "reasons": memory.why(entity),
+            "xids": ",".join(f"{code}x{len(times)}" for code, times in sorted(xids.items())),
+        }
+        if entity in clocks:
+            fields["last_job_clock_mhz"], fields["last_job"] = clocks[entity]
+        tags = {"cluster": cluster, "node": node, "component": component, "index": index}
+        points.append(Point("reflex_record", tags, fields, time_ns))
     return points
 
 
