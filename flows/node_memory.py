@@ -11,8 +11,9 @@ flow's recovery state and exported to InfluxDB (``reflex_record``). It holds, pe
 * the XIDs it logged, per code, with their times (kept for the same horizon).
 
 A job that gets a node with a record weighs that part's fresh evidence more (suspected sooner,
-named surer) and its events say why. An application-class XID (13, 31) that repeats on one
-GPU, in this job or across jobs, stops being the application's problem.
+named surer) and its events say why; a GPU with a record that slows its rank again for a few
+steps is told on that alone (flows/returning_part.py). An application-class XID (13, 31) that
+repeats on one GPU, in this job or across jobs, stops being the application's problem.
 
 >>> memory = NodeMemory()
 >>> day = 86_400 * 10**9
