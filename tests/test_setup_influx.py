@@ -211,7 +211,7 @@ def test_remove_takes_away_what_setup_made_and_nothing_else(
     with _client(influx, org) as client:
         organization = client.organizations_api().find_organizations(org=org)[0]
         org_id = organization.id
-        client.buckets_api().create_bucket(bucket_name="telemetry", org_id=org_id)
+        client.buckets_api().create_bucket(bucket_name="telemetry", org=organization)
         client.write_api(write_options=SYNCHRONOUS).write("telemetry", org, "host load1=0.5")
         client.labels_api().create_label(name="site", org_id=org_id)
         client.tasks_api().create_task_every(
