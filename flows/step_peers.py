@@ -104,6 +104,10 @@ class StepPeers(FieldsFilledOnRestore):
     min_excess: float = 0.15  # slower than its peers by at least this much...
     clear_excess: float = 0.25  # ...told after streak_steps when this much (else 3x as many)
     z_needed: float = 4.0  # ...and standing out from the job's spread by this many spreads
+    # ...and held this long (from its first slow step's end), whatever the step length: in a
+    # job of 2 s steps, three steps are 6 s, and two overlapping few-second thermal throttles
+    # on one GPU (routine on a fleet) slow its rank 26% for as long. Three 8 s steps span 16 s.
+    min_hold_s: float = 15.0
     min_spread: float = 0.02
     stage_excess: float = 0.15  # a stage this much slower than the others on all its ranks
     data_spread: float = 0.15  # step-to-step spread of the job's compute that says "the data"
@@ -192,7 +196,9 @@ class StepPeers(FieldsFilledOnRestore):
             known = rank in self.quick
             needed = self.streak_steps - 1 if known else self.streak_steps * (1 if clear else 3)
             told = clear or rank in self.was_normal or known
-            if self.streak[rank] >= needed and told and rank not in self.reported:
+            # A part with a record is told on its lowered bar: the record says it is no blip.
+            held = known or time_ns - since >= self.min_hold_s * 1e9
+            if self.streak[rank] >= needed and told and held and rank not in self.reported:
                 self.reported.add(rank)
                 findings.append(
                     StepFinding("straggler", rank, float(r), float(zz), self.streak[rank], since)
