@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from reflex_localize.dashboards.flux_parts import (
     bucket_constants,
     cluster_variable,
@@ -152,6 +154,36 @@ def _evidence() -> Json:
     )
 
 
+RECORD_FIELDS = ("trouble", "reasons", "xids", "last_job", "last_job_clock_mhz")
+
+
+def _record() -> Json:
+    # Why a part is judged more quickly in this job, and the clock a drift event quotes: the
+    # flow's record across jobs (flows/node_memory.py), exported every few windows.
+    flux = pipe(
+        select(RESULTS, "reflex_record", RECORD_FIELDS, THIS_NODE),
+        'pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")',
+        'last(column: "trouble")',
+        "group()",
+        "keep(columns: " + json.dumps(["_time", "component", "index", *RECORD_FIELDS]) + ")",
+        'sort(columns: ["trouble"], desc: true)',
+    )
+    return panel(
+        "table",
+        "Record across jobs per component",
+        [target(flux)],
+        description="The trouble each part has given in this and earlier jobs (decaying over "
+        "days), what fed it, its XIDs, and a GPU's SM clock in the last job it served. A "
+        "part with a record is suspected on less evidence.",
+        rename={
+            "_time": "as of",
+            "last_job": "last job",
+            "last_job_clock_mhz": "clock in last job (MHz)",
+        },
+        size=(24, 6),
+    )
+
+
 def _baseline() -> Json:
     base = pipe(
         select(RESULTS, "reflex_baseline", ["center", "scale"], 'r.signal == "${signal}"'),
@@ -229,7 +261,8 @@ def _agent_panels(schema: Schema) -> list[Json]:
 
 def build(schema: Schema | None = None) -> Json:
     schema = schema or load_schema()
-    panels = [row("Score"), _score(), _evidence(), row("Baselines"), _baseline()]
+    panels = [row("Score"), _score(), _evidence(), _record()]
+    panels += [row("Baselines"), _baseline()]
     for measurement, fields in SIGNALS.items():
         panels.append(row(f"{measurement}: this node against its peers"))
         panels += [_signal_panel(schema, measurement, field) for field in fields]

@@ -257,7 +257,22 @@ def results(now_ns: int, *, fault: bool, minutes: int = 30) -> Iterator[Point]:
                     shift = NODES.index(node) * 0.5
                     stats = {"center": center + shift, "scale": 1.5, "count": 100 + i}
                     yield Point("reflex_baseline", base, stats, t)
+            yield from _records(tags, times[-5::4], bad)
     yield from events_at(times[-2], fault=fault)
+
+
+def _records(tags: dict[str, str], times: list[int], bad: bool) -> Iterator[Point]:
+    """``reflex_record`` points, as the flow exports them every few windows: the faulty GPU
+    came with XID 79 from an earlier job; every GPU has its clock from that job."""
+    for t in times:
+        fields: dict[str, FieldValue] = {
+            "trouble": 4.2 if bad else 0.0,
+            "reasons": "xid 79 x1, temperature_high x12" if bad else "",
+            "xids": "79x1" if bad else "",
+            "last_job_clock_mhz": 1650.0 if bad else 1980.0,
+            "last_job": "job-0",
+        }
+        yield Point("reflex_record", tags, fields, t)
 
 
 def events_at(time_ns: int, *, fault: bool, event_id: str = "evt-0001") -> Iterator[Point]:
