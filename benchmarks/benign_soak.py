@@ -83,6 +83,10 @@ def soak_events(
     return [(seed, event) for event in run_in_process(source, job_config=config).events]
 
 
+def label_of(mode: str, impact: str | None) -> str:
+    return mode + (" + impact" if impact else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -105,13 +109,22 @@ def main() -> None:
         runs = [(path, seed, args.duration_s, mode, impact) for seed in seeds]
         # Seeds are independent: --jobs runs them in that many processes at once.
         with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
-            for seed_events in pool.imap(soak_events, runs):
+            # A line per seed as it ends: a soak cut short (a session's end, a kill) still
+            # leaves the seeds it finished, and their events, in its log.
+            for seed, seed_events in zip(seeds, pool.imap(soak_events, runs), strict=True):
                 events += seed_events
+                print(
+                    f"  {label_of(mode, impact)} seed {seed}: {len(seed_events)} events "
+                    f"(+{time.monotonic() - started:.0f} s)",
+                    flush=True,
+                )
+                for _, event in seed_events:
+                    print(f"    {event.trigger} {event.job}: {event.summary}", flush=True)
         node_hours = len(seeds) * scenario.nodes * duration_s / 3600
         wall = time.monotonic() - started
         rate = 1000 * len(events) / node_hours
         bound = 1000 * poisson_upper(len(events)) / node_hours
-        label = mode + (" + impact" if impact else "")
+        label = label_of(mode, impact)
         print(
             f"{label:14s} events={len(events):4d} node_hours={node_hours:.0f} "
             f"false_per_1k_node_hours={rate:.2f} upper95={bound:.2f} "
