@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,7 +88,12 @@ class ImpactModel:
             "intercept": self.intercept,
             "provenance": self.provenance,
         }
-        Path(path).write_text(json.dumps(body, indent=2, sort_keys=True))
+        # Written beside and renamed into place: a flow watching the file (a nightly refit
+        # replacing it) reads the old model or the new one, never half of one.
+        path = Path(path)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        partial.write_text(json.dumps(body, indent=2, sort_keys=True))
+        os.replace(partial, path)
 
     @classmethod
     def load(cls, path: Path) -> ImpactModel:

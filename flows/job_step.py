@@ -25,6 +25,7 @@ from reflex_localize.flows.explained_straggler import (
     predicted_slowdown,
 )
 from reflex_localize.flows.impact_model import ImpactModel, impact_rows
+from reflex_localize.flows.impact_model_file import ImpactModelFile
 from reflex_localize.flows.job_evidence import (
     RECORD_MATTERS,
     SLOWING_STATES,
@@ -128,8 +129,9 @@ class JobConfig:
     # Receives (job, window end, entity -> signal -> unweighted evidence): `reflex fit` uses it.
     recorder: Callable[[str, int, dict[str, dict[str, float]]], None] | None = None
     # The learned impact model (flows/impact_model.py), and what `reflex fit-impact` learns
-    # from: (job, window end, [(a rank's anomaly indicators, its slowdown)]).
-    impact: ImpactModel | None = None
+    # from: (job, window end, [(a rank's anomaly indicators, its slowdown)]). A live flow holds
+    # the file, which a scheduled refit replaces (flows/impact_model_file.py).
+    impact: ImpactModel | ImpactModelFile | None = None
     impact_recorder: Callable[[str, int, list[tuple[dict[str, float], float]]], None] | None = None
 
 
@@ -890,7 +892,8 @@ class JobState(FieldsFilledOnRestore):
 
     def _learned(self) -> ImpactModel | None:
         """The impact model, where this mode weighs evidence with it."""
-        return self.config.impact if self.config.mode == "reflex" else None
+        impact = self.config.impact if self.config.mode == "reflex" else None
+        return impact.current() if isinstance(impact, ImpactModelFile) else impact
 
     def _explained_straggler(self, window: int, end_ns: int) -> LocalizationEvent | None:
         """A rank a little slower than its peers for many steps, which a part it runs on

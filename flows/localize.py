@@ -78,7 +78,23 @@ class _JobLogic(StatefulLogic[JobWindow, Routed, JobState]):
         return self.state.on_eof(), StatefulLogic.RETAIN
 
     def snapshot(self) -> JobState:
-        return copy.deepcopy(self.state)
+        # Without the configuration: a resumed job takes the running flow's (job_logic).
+        return copy.deepcopy(self.state, {id(self.state.config): None})
+
+
+def job_logic(config: JobConfig) -> Callable[[JobState | None], _JobLogic]:
+    """The job step's state builder. A job resumed from a snapshot runs under this flow's
+    configuration, not the one it was snapshotted with: a training job lives for weeks, and
+    the impact model refit nightly, weights refit from operators' verdicts, or a setting
+    changed on restart must reach it, not only the jobs that start after."""
+
+    def build(resume: JobState | None) -> _JobLogic:
+        if resume is None:
+            return _JobLogic(JobState("", config))
+        resume.config = config
+        return _JobLogic(resume)
+
+    return build
 
 
 def reject_counts(out: list[Routed], cluster: str, time_ns: int) -> list[Routed]:
@@ -117,9 +133,7 @@ def build_flow(
     job_windows = op.map("unwrap_job_window", branches.trues, lambda r: r[1])
     # JobWindow
     by_job = op.key_on("key_by_job", job_windows, lambda w: w.job)
-    job_out = op.stateful(
-        "job_step", by_job, lambda resume: _JobLogic(resume or JobState("", job_config))
-    )
+    job_out = op.stateful("job_step", by_job, job_logic(job_config))
     # (job, (route, item))
     job_routed = op.map("drop_job_key", job_out, _name_job)
     # (route, item)

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,34 @@ def _addresses(ctx: click.Context, param: click.Parameter, value: str | None) ->
         raise click.BadParameter(str(error)) from None
 
 
+def _model_file(loader: Callable[[Path], object]) -> Callable[..., Path | None]:
+    """A callback that loads the file once here: a bad one is a clear error before any process
+    starts, not a panic in each of them."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        try:
+            loader(value)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise click.BadParameter(f"{value}: {error}") from None
+        return value.resolve()
+
+    return check
+
+
+def _load_impact(path: Path) -> object:
+    from reflex_localize.flows.impact_model import ImpactModel
+
+    return ImpactModel.load(path)
+
+
+def _load_weights(path: Path) -> object:
+    from reflex_localize.flows.weights import load_weights
+
+    return load_weights(path)
+
+
 @click.command(name="flow")
 @click.option("--source", type=FlowSource(), default="influx", show_default=True,
               help="influx, influx-push, file:PATH.lp or sim:SCENARIO[:SEED].")  # fmt: skip
@@ -135,6 +163,13 @@ def _addresses(ctx: click.Context, param: click.Parameter, value: str | None) ->
               help='Cluster addresses: "host0:port;host1:port".')  # fmt: skip
 @click.option("--health-address", envvar="REFLEX_HEALTH_ADDRESS", metavar="HOST:PORT",
               help="Serve /healthz and /metrics here (-p N: process K on PORT+K).")  # fmt: skip
+@click.option("--impact-model", envvar="REFLEX_IMPACT_MODEL", type=click.Path(path_type=Path),
+              callback=_model_file(_load_impact),
+              help="A `reflex fit-impact` model; a refit that replaces the file is taken "
+                   "within a minute, by running jobs too.")  # fmt: skip
+@click.option("--weights", envvar="REFLEX_WEIGHTS", type=click.Path(path_type=Path),
+              callback=_model_file(_load_weights),
+              help="Evidence weights refit by `reflex fit` (taken at start).")  # fmt: skip
 def command(
     source: str,
     sink: str,
@@ -158,6 +193,8 @@ def command(
     process_id: int | None,
     addresses: str | None,
     health_address: str | None,
+    impact_model: Path | None,
+    weights: Path | None,
 ) -> None:
     """Run the localization flow with recovery, on one or many processes and hosts."""
     _check_cluster(process_id, addresses, processes)
@@ -189,6 +226,8 @@ def command(
     for name, value in (
         ("REFLEX_START_NS", start_ns),
         ("REFLEX_STOP_NS", stop_ns),
+        ("REFLEX_IMPACT_MODEL", impact_model),
+        ("REFLEX_WEIGHTS", weights),
     ):
         if value is not None:
             env[name] = str(value)

@@ -26,7 +26,7 @@ from pathlib import Path
 from bytewax.dataflow import Dataflow
 from bytewax.inputs import Source
 
-from reflex_localize.flows.impact_model import ImpactModel
+from reflex_localize.flows.impact_model_file import ImpactModelFile
 from reflex_localize.flows.job_step import JobConfig
 from reflex_localize.flows.localize import build_flow
 from reflex_localize.flows.shard_keys import SCHEMES
@@ -128,7 +128,8 @@ def flow_from_env() -> Dataflow:
     if os.environ.get("REFLEX_WEIGHTS"):  # weights refit by `reflex fit`
         config.weights = load_weights(Path(os.environ["REFLEX_WEIGHTS"]))
     if os.environ.get("REFLEX_IMPACT_MODEL"):  # learned by `reflex fit-impact`
-        config.impact = ImpactModel.load(Path(os.environ["REFLEX_IMPACT_MODEL"]))
+        # Held as the file: a refit that replaces it reaches the running flow.
+        config.impact = ImpactModelFile(Path(os.environ["REFLEX_IMPACT_MODEL"]))
     configure_from_env()  # this is a worker process: the parent's --log-level/--log-format
     out = os.environ.get("REFLEX_OUT")
     source, sinks, _ = with_health(source_from_env(window), sinks_from_env(), Path(out or "."))
