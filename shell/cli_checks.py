@@ -66,6 +66,35 @@ OUTPUT_FILE = OutputPath(folder=False)
 OUTPUT_FOLDER = OutputPath(folder=True)
 
 
+class Duration(click.ParamType):
+    """A span such as ``90m``, ``24h`` or ``7d`` (``s``, ``m``, ``h``, ``d``), in seconds.
+
+    >>> Duration().convert("7d", None, None), Duration().convert("90m", None, None)
+    (604800.0, 5400.0)
+    """
+
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        number, unit = text[:-1], _SECONDS_PER.get(text[-1:])
+        try:
+            seconds = float(number) * unit if unit is not None else float("nan")
+        except ValueError:
+            seconds = float("nan")
+        if not seconds > 0:  # also NaN: not a number with a unit
+            self.fail(f"{text!r} is not a duration such as 90m, 24h or 7d", param, ctx)
+        return seconds
+
+
+_SECONDS_PER = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+DURATION = Duration()
+
+
 def output_problem(path: Path, *, folder: bool) -> str | None:
     """Why ``path`` cannot be written as a file (or a directory), or None."""
     if path.exists():

@@ -8,6 +8,7 @@ flow takes it with ``reflex flow --impact-model FILE`` (or ``REFLEX_IMPACT_MODEL
 
     reflex fit-impact --influx-url http://influx:8086 --org reflex --token-file ro.token \\
         --start 2026-11-23T00:00:00Z --stop 2026-11-30T00:00:00Z --out impact.json
+    reflex fit-impact --config /etc/reflex/reflex.toml --last 24h --out /var/lib/reflex/impact.json
     reflex fit-impact --scenarios fault_compound_quirky,benign_fleet --out impact.json
     reflex fit-impact --family node_compound --seed 11 --out node_compound.json
 """
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import datetime
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -24,7 +26,7 @@ import click
 from reflex_localize.flows.impact_model import ImpactModel, fit_impact
 from reflex_localize.flows.job_step import JobConfig
 from reflex_localize.flows.runner import run_in_process
-from reflex_localize.shell.cli_checks import NOT_NEGATIVE, OUTPUT_FILE, scenario_problem
+from reflex_localize.shell.cli_checks import DURATION, NOT_NEGATIVE, OUTPUT_FILE, scenario_problem
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
 
 Rows = list[tuple[dict[str, float], float]]
@@ -68,6 +70,10 @@ def _family_files(family: str) -> list[str]:
         raise click.BadParameter(str(error.args[0]), param_hint="'--family'") from None
 
 
+def _iso(time_ns: int) -> str:
+    return datetime.fromtimestamp(time_ns / 1e9, UTC).isoformat(timespec="seconds")
+
+
 def _instant(text: str | None, name: str) -> int | None:
     if text is None:
         return None
@@ -83,8 +89,13 @@ def _instant(text: str | None, name: str) -> int | None:
 @click.option("--seed", type=NOT_NEGATIVE, default=11, show_default=True)
 @click.option("--start", help="InfluxDB history: first instant (ISO 8601, UTC).")
 @click.option("--stop", help="InfluxDB history: last instant (ISO 8601, UTC).")
+@click.option("--last", type=DURATION,
+              help="InfluxDB history: this span up to now (24h, 7d), for a schedule.")  # fmt: skip
 @click.option("--out", "out_path", default="reflex-impact.json", show_default=True,
               type=OUTPUT_FILE)  # fmt: skip
+@click.option("--keep-versions", is_flag=True,
+              help="Also keep each model as OUT-VERSION.json beside OUT: the version an event "
+                   "quotes can be read back.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the model as JSON.")
 @influx_options
 def command(
@@ -93,7 +104,9 @@ def command(
     seed: int,
     start: str | None,
     stop: str | None,
+    last: float | None,
     out_path: Path,
+    keep_versions: bool,
     as_json: bool,
     influx: InfluxOptions,
 ) -> None:
@@ -104,8 +117,16 @@ def command(
             raise click.UsageError("give --scenarios or --family, not both")
         names = _family_files(family)
     start_ns, stop_ns = _instant(start, "'--start'"), _instant(stop, "'--stop'")
+    if last is not None:
+        if start_ns is not None or stop_ns is not None:
+            raise click.UsageError("give --last or --start/--stop, not both")
+        stop_ns = time.time_ns()
+        start_ns = stop_ns - int(last * 1e9)
+        start, stop = _iso(start_ns), _iso(stop_ns)
     if bool(names) == (start_ns is not None):
-        raise click.UsageError("give either --scenarios or --start/--stop (InfluxDB history)")
+        raise click.UsageError(
+            "give either --scenarios or --start/--stop or --last (InfluxDB history)"
+        )
     if names:
         for name in names:
             problem = scenario_problem(name)
@@ -126,6 +147,8 @@ def command(
         model = fit_impact(rows, {**provenance, "fitted_at": datetime.now().isoformat()})
     except ValueError as error:
         raise click.ClickException(str(error)) from None
+    if keep_versions:
+        model.save(out_path.with_name(f"{out_path.stem}-{model.version}{out_path.suffix}"))
     model.save(out_path)
     ranked = sorted(
         ((f, c) for f, c in zip(model.features, model.coefficients, strict=True) if c > 0),
