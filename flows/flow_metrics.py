@@ -12,7 +12,10 @@ the end of the newest window the source produced: for a replay of the past, how 
 past it is); ``last_poll_age_seconds``; ``events_total{trigger,severity}``;
 ``rejected_records_total{where,reason}`` (the error stream); ``late_points_total`` (rejects
 whose reason is ``late``); ``points_emitted_total`` (scores, baselines, rejects counts);
-``spool_bytes`` (results waiting on disk for InfluxDB).
+``spool_bytes`` (results waiting on disk for InfluxDB). With a learned impact model:
+``impact_model_info{version}``, ``impact_model_age_seconds`` (since the model in use was
+written: alert when the nightly refit stops landing), ``impact_model_reloads`` and
+``impact_model_failed_loads``.
 
 Health: 503 ``starting`` until the source is first polled; 503 when it has not been polled for
 ``stuck_after_s`` (a step or a sink blocks the worker: InfluxDB hanging on a write, say).
@@ -23,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -36,7 +39,10 @@ from bytewax.inputs import (
     StatelessSourcePartition,
 )
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
+from reflex_localize.flows.impact_model_file import ImpactModelFile
 from reflex_localize.flows.sinks import FlowSinks, SinkSpec
 
 LATE_REASON = "late"  # the sources' code for a point written after its window closed
@@ -87,6 +93,12 @@ class FlowMetrics:
         )
         for name, help_text, read in gauges:
             Gauge(f"reflex_flow_{name}", help_text, registry=registry).set_function(read)
+        self._registry = registry
+
+    def watch_impact_model(self, watched: ImpactModelFile) -> None:
+        """The learned impact model in use: its version, how old it is, and the refits the
+        flow took or refused; a nightly refit that keeps failing shows as a growing age."""
+        self._registry.register(_ImpactModelCollector(watched, self._wall))
 
     # What the wrappers call.
     def polled(self, items: list[Any]) -> None:
@@ -133,6 +145,30 @@ class FlowMetrics:
         if age > self.stuck_after_s:
             return f"stuck: the source has not been polled for {age:.0f} s (a step or sink blocks)"
         return None
+
+
+class _ImpactModelCollector(Collector):
+    """Read at each scrape, so the version label and the age always describe the same model."""
+
+    def __init__(self, watched: ImpactModelFile, wall: Callable[[], float]) -> None:
+        self.watched, self.wall = watched, wall
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        watched = self.watched
+        info = GaugeMetricFamily(
+            "reflex_flow_impact_model_info",
+            "1 for the version of the learned impact model in use.",
+            labels=["version"],
+        )
+        info.add_metric([watched.model.version], 1.0)
+        yield info
+        age = max(0.0, self.wall() - watched.written_ns / 1e9)
+        for name, help_text, value in (
+            ("age_seconds", "Seconds since the model in use was written.", age),
+            ("reloads", "Refits taken since start.", watched.reloads),
+            ("failed_loads", "Refits refused since start (old model kept).", watched.failed_loads),
+        ):
+            yield GaugeMetricFamily(f"reflex_flow_impact_model_{name}", help_text, value=value)
 
 
 class _MeteredStateful(StatefulSourcePartition[Any, Any]):

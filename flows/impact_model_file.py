@@ -54,6 +54,9 @@ class ImpactModelFile:
         self.failed_loads = 0  # changed files that could not be loaded (the old model kept)
         self._stamp = self._stamp_now()
         self._checked = clock()
+        # When the model in memory was written: a nightly refit that keeps failing shows as
+        # a model growing old (reflex_flow_impact_model_age_seconds).
+        self.written_ns = self._stamp[1] if self._stamp else time.time_ns()
 
     def current(self) -> ImpactModel:
         now = self.clock()
@@ -80,7 +83,7 @@ class ImpactModelFile:
                 self.path, self.model.version, model.version,
                 model.provenance.get("fitted_at", "fit time unknown"),
             )  # fmt: skip
-        self.model = model
+        self.model, self.written_ns = model, stamp[1]
         return model
 
     def _stamp_now(self) -> Stamp | None:

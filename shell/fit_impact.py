@@ -144,7 +144,8 @@ def command(
         rows = rows_from_influx(influx, start_ns, stop_ns)
         provenance = {"influx_start": start, "influx_stop": stop}
     try:
-        model = fit_impact(rows, {**provenance, "fitted_at": datetime.now().isoformat()})
+        fitted_at = datetime.now(UTC).isoformat(timespec="seconds")
+        model = fit_impact(rows, {**provenance, "fitted_at": fitted_at})
     except ValueError as error:
         raise click.ClickException(str(error)) from None
     if keep_versions:

@@ -19,6 +19,7 @@ from bytewax.inputs import Source
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from reflex_localize.flows.flow_metrics import FlowMetrics, metered_sinks, metered_source
+from reflex_localize.flows.impact_model_file import ImpactModelFile
 from reflex_localize.flows.sinks import FlowSinks
 from reflex_localize.influx.health_server import HealthServer, parse_address
 
@@ -43,6 +44,7 @@ def with_health(
     sinks: FlowSinks,
     out: Path | None,
     registry: CollectorRegistry = REGISTRY,
+    impact: ImpactModelFile | None = None,
 ) -> tuple[Source, FlowSinks, HealthServer | None]:
     """The source and sinks metered, and the server started, when ``REFLEX_HEALTH_ADDRESS`` is
     set; else they are returned as they are."""
@@ -51,6 +53,8 @@ def with_health(
         return source, sinks, None
     host, port = parse_address(address)
     metrics = FlowMetrics(registry, spool_dir=out / "spool" if out else None)
+    if impact is not None:
+        metrics.watch_impact_model(impact)
     if port and os.environ.get("REFLEX_HEALTH_PORT_PER_PROCESS") == "1":
         port += process_index()
     server = HealthServer((host, port), metrics.problem, registry)

@@ -132,7 +132,10 @@ def flow_from_env() -> Dataflow:
         config.impact = ImpactModelFile(Path(os.environ["REFLEX_IMPACT_MODEL"]))
     configure_from_env()  # this is a worker process: the parent's --log-level/--log-format
     out = os.environ.get("REFLEX_OUT")
-    source, sinks, _ = with_health(source_from_env(window), sinks_from_env(), Path(out or "."))
+    impact = config.impact if isinstance(config.impact, ImpactModelFile) else None
+    source, sinks, _ = with_health(
+        source_from_env(window), sinks_from_env(), Path(out or "."), impact=impact
+    )
     return build_flow(
         source,
         sinks,

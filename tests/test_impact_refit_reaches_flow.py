@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from prometheus_client import CollectorRegistry, generate_latest
 
+from reflex_localize.flows.flow_metrics import FlowMetrics
 from reflex_localize.flows.impact_model import ImpactModel
 from reflex_localize.flows.impact_model_file import ImpactModelFile
 from reflex_localize.flows.job_step import JobConfig, JobState
@@ -150,3 +152,37 @@ def test_reflex_flow_refuses_a_model_it_cannot_load_before_any_process(tmp_path:
     result = CliRunner().invoke(flow, [*args, "--impact-model", str(bad)])
     assert result.exit_code == 2
     assert "unknown signals ['no_such_signal']" in result.output
+
+
+def test_the_flows_metrics_say_which_model_is_in_use_and_how_old(tmp_path: Path) -> None:
+    path = tmp_path / "impact.json"
+    NOTHING_LEARNED.save(path)
+    now = [0.0]
+    watched = ImpactModelFile(path, clock=lambda: now[0])
+    wall = watched.written_ns / 1e9 + 3600.0  # an hour after the model was written
+    registry = CollectorRegistry()
+    FlowMetrics(registry, wall_clock=lambda: wall).watch_impact_model(watched)
+
+    def metrics() -> dict[str, float]:
+        text = generate_latest(registry).decode()
+        return {
+            key: float(value)
+            for key, value in (line.rsplit(" ", 1) for line in text.splitlines())
+            if key.startswith("reflex_flow_impact_model")
+        }
+
+    assert metrics() == {
+        f'reflex_flow_impact_model_info{{version="{NOTHING_LEARNED.version}"}}': 1.0,
+        "reflex_flow_impact_model_age_seconds": pytest.approx(3600.0),
+        "reflex_flow_impact_model_reloads": 0.0,
+        "reflex_flow_impact_model_failed_loads": 0.0,
+    }
+    LEARNED.save(path)
+    now[0] = 61.0
+    watched.current()
+    wall = watched.written_ns / 1e9 + 5.0
+    got = metrics()
+    assert got[f'reflex_flow_impact_model_info{{version="{LEARNED.version}"}}'] == 1.0
+    assert not any(NOTHING_LEARNED.version in key for key in got)  # one version at a time
+    assert got["reflex_flow_impact_model_age_seconds"] == pytest.approx(5.0)
+    assert got["reflex_flow_impact_model_reloads"] == 1.0
