@@ -154,14 +154,20 @@ def impact_rows(
 
 
 def fit_impact(
-    rows: list[tuple[dict[str, float], float]], provenance: dict | None = None
+    rows: list[tuple[dict[str, float], float]],
+    provenance: dict | None = None,
+    weights: list[float] | None = None,
 ) -> ImpactModel:
     """Non-negative ridge regression of the slowdown on the anomaly indicators and their
-    most frequent pairs. Ranks with no anomaly at all anchor the level at no slowdown."""
+    most frequent pairs. Ranks with no anomaly at all anchor the level at no slowdown.
+    ``weights`` count how many rank-windows a row stands for: the rows a flow keeps fold a
+    window's ranks without any anomaly into one row at their mean slowdown, which leaves the
+    least-squares fit as it was (flows/impact_rows_log.py)."""
     from sklearn.linear_model import Ridge
 
-    if len(rows) < 20:
-        raise ValueError(f"{len(rows)} training rows: too few to learn from (need 20)")
+    counted = len(rows) if weights is None else round(sum(weights))
+    if counted < 20:
+        raise ValueError(f"{counted} training rows: too few to learn from (need 20)")
     seen: dict[str, int] = {}
     for evidence, _ in rows:
         for signal, value in evidence.items():
@@ -172,14 +178,19 @@ def fit_impact(
     pairs = [f"{a}*{b}" for i, a in enumerate(frequent) for b in frequent[i + 1 :]][:MAX_PAIRS]
     names = tuple(singles + pairs)
     x = np.array([[_value(evidence, name) for name in names] for evidence, _ in rows])
-    y = np.clip(np.array([slowdown for _, slowdown in rows]), -0.5, 3.0)
+    y = clipped_slowdown(np.array([slowdown for _, slowdown in rows]))
     if not names:
         raise ValueError("no anomaly in the training rows: nothing to learn")
-    ridge = Ridge(alpha=1.0, positive=True).fit(x, y)
-    score = float(ridge.score(x, y))
-    info = {"rows": len(rows), "r2": round(score, 4), **(provenance or {})}
+    ridge = Ridge(alpha=1.0, positive=True).fit(x, y, sample_weight=weights)
+    score = float(ridge.score(x, y, sample_weight=weights))
+    info = {"rows": counted, "r2": round(score, 4), **(provenance or {})}
     coefficients = tuple(round(float(c), 6) for c in ridge.coef_)
     return ImpactModel(names, coefficients, round(float(ridge.intercept_), 6), info)
+
+
+def clipped_slowdown(slowdown: np.ndarray) -> np.ndarray:
+    """A rank's slowdown as the fit takes it: a rank stalled 10x is not 10x the evidence."""
+    return np.clip(slowdown, -0.5, 3.0)
 
 
 def _value(evidence: dict[str, float], name: str) -> float:

@@ -1,14 +1,16 @@
 """``reflex fit-impact``: learn the compound impact model from the fleet's own history.
 
 No labels: each rank's slowdown against its stage peers is regressed on its parts' anomaly
-indicators (see :mod:`flows.impact_model`). The history is read from InfluxDB (a replay of a
-past range, the way the flow reads it; run it on a schedule, e.g. nightly over the last week)
-or, for a try-out, from simulated scenarios. The model file is versioned by its content; the
-flow takes it with ``reflex flow --impact-model FILE`` (or ``REFLEX_IMPACT_MODEL``).
+indicators (see :mod:`flows.impact_model`). The history is the rows the live flow kept
+(``reflex flow --impact-rows DIR``: a week in seconds, the way to run it on a schedule), or
+InfluxDB (a replay of a past range the way the flow reads it: hours for a day of 1,024 GPUs),
+or, for a try-out, simulated scenarios. The model file is versioned by its content and
+replaced by rename; the flow takes it with ``reflex flow --impact-model FILE`` (or
+``REFLEX_IMPACT_MODEL``) and looks at it again once a minute.
 
     reflex fit-impact --influx-url http://influx:8086 --org reflex --token-file ro.token \\
         --start 2026-11-23T00:00:00Z --stop 2026-11-30T00:00:00Z --out impact.json
-    reflex fit-impact --config /etc/reflex/reflex.toml --last 24h --out /var/lib/reflex/impact.json
+    reflex fit-impact --rows /var/lib/reflex/flow/impact-rows --last 7d --out impact.json
     reflex fit-impact --scenarios fault_compound_quirky,benign_fleet --out impact.json
     reflex fit-impact --family node_compound --seed 11 --out node_compound.json
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 import click
 
 from reflex_localize.flows.impact_model import ImpactModel, fit_impact
+from reflex_localize.flows.impact_rows_log import read_rows
 from reflex_localize.flows.job_step import JobConfig
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.cli_checks import DURATION, NOT_NEGATIVE, OUTPUT_FILE, scenario_problem
@@ -89,6 +92,9 @@ def _instant(text: str | None, name: str) -> int | None:
 @click.option("--seed", type=NOT_NEGATIVE, default=11, show_default=True)
 @click.option("--start", help="InfluxDB history: first instant (ISO 8601, UTC).")
 @click.option("--stop", help="InfluxDB history: last instant (ISO 8601, UTC).")
+@click.option("--rows", "rows_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="History from the rows a flow kept (reflex flow --impact-rows DIR) instead "
+                   "of InfluxDB: a week in seconds.")  # fmt: skip
 @click.option("--last", type=DURATION,
               help="InfluxDB history: this span up to now (24h, 7d), for a schedule.")  # fmt: skip
 @click.option("--out", "out_path", default="reflex-impact.json", show_default=True,
@@ -105,6 +111,7 @@ def command(
     start: str | None,
     stop: str | None,
     last: float | None,
+    rows_dir: Path | None,
     out_path: Path,
     keep_versions: bool,
     as_json: bool,
@@ -123,10 +130,13 @@ def command(
         stop_ns = time.time_ns()
         start_ns = stop_ns - int(last * 1e9)
         start, stop = _iso(start_ns), _iso(stop_ns)
+    if names and rows_dir is not None:
+        raise click.UsageError("give --scenarios/--family or --rows, not both")
     if bool(names) == (start_ns is not None):
         raise click.UsageError(
             "give either --scenarios or --start/--stop or --last (InfluxDB history)"
         )
+    weights: list[float] | None = None
     if names:
         for name in names:
             problem = scenario_problem(name)
@@ -141,11 +151,18 @@ def command(
     else:
         if stop_ns is None or start_ns is None or stop_ns <= start_ns:
             raise click.BadParameter("--stop must follow --start", param_hint="'--stop'")
-        rows = rows_from_influx(influx, start_ns, stop_ns)
-        provenance = {"influx_start": start, "influx_stop": stop}
+        if rows_dir is not None:
+            rows, weights, unreadable = read_rows(rows_dir, start_ns, stop_ns)
+            provenance = {"rows_dir": str(rows_dir), "start": start, "stop": stop}
+            if unreadable:
+                click.echo(f"{unreadable} line(s) of {rows_dir} could not be read: skipped")
+                provenance["unreadable_lines"] = unreadable
+        else:
+            rows = rows_from_influx(influx, start_ns, stop_ns)
+            provenance = {"influx_start": start, "influx_stop": stop}
     try:
         fitted_at = datetime.now(UTC).isoformat(timespec="seconds")
-        model = fit_impact(rows, {**provenance, "fitted_at": fitted_at})
+        model = fit_impact(rows, {**provenance, "fitted_at": fitted_at}, weights)
     except ValueError as error:
         raise click.ClickException(str(error)) from None
     if keep_versions:

@@ -167,6 +167,9 @@ def _load_weights(path: Path) -> object:
               callback=_model_file(_load_impact),
               help="A `reflex fit-impact` model; a refit that replaces the file is taken "
                    "within a minute, by running jobs too.")  # fmt: skip
+@click.option("--impact-rows", envvar="REFLEX_IMPACT_ROWS_DIR", type=OUTPUT_FOLDER,
+              help="Keep the impact model's training rows here, a file a day (8 days), "
+                   "for `reflex fit-impact --rows DIR`.")  # fmt: skip
 @click.option("--weights", envvar="REFLEX_WEIGHTS", type=click.Path(path_type=Path),
               callback=_model_file(_load_weights),
               help="Evidence weights refit by `reflex fit` (taken at start).")  # fmt: skip
@@ -194,6 +197,7 @@ def command(
     addresses: str | None,
     health_address: str | None,
     impact_model: Path | None,
+    impact_rows: Path | None,
     weights: Path | None,
 ) -> None:
     """Run the localization flow with recovery, on one or many processes and hosts."""
@@ -227,6 +231,7 @@ def command(
         ("REFLEX_START_NS", start_ns),
         ("REFLEX_STOP_NS", stop_ns),
         ("REFLEX_IMPACT_MODEL", impact_model),
+        ("REFLEX_IMPACT_ROWS_DIR", impact_rows and impact_rows.resolve()),
         ("REFLEX_WEIGHTS", weights),
     ):
         if value is not None:

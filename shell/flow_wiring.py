@@ -27,6 +27,7 @@ from bytewax.dataflow import Dataflow
 from bytewax.inputs import Source
 
 from reflex_localize.flows.impact_model_file import ImpactModelFile
+from reflex_localize.flows.impact_rows_log import ImpactRowsLog
 from reflex_localize.flows.job_step import JobConfig
 from reflex_localize.flows.localize import build_flow
 from reflex_localize.flows.shard_keys import SCHEMES
@@ -34,7 +35,7 @@ from reflex_localize.flows.sinks import FlowSinks, file_sinks
 from reflex_localize.flows.sources import LineProtocolSource
 from reflex_localize.flows.weights import load_weights
 from reflex_localize.influx.config import InfluxSettings, load_config
-from reflex_localize.shell.flow_health import with_health
+from reflex_localize.shell.flow_health import process_index, with_health
 from reflex_localize.shell.logging_setup import configure_from_env
 from reflex_localize.shell.simulated_source import SimulatorSource
 
@@ -127,6 +128,9 @@ def flow_from_env() -> Dataflow:
         config.max_pending_windows = int(os.environ.get("REFLEX_MAX_PENDING_WINDOWS", "12"))
     if os.environ.get("REFLEX_WEIGHTS"):  # weights refit by `reflex fit`
         config.weights = load_weights(Path(os.environ["REFLEX_WEIGHTS"]))
+    if os.environ.get("REFLEX_IMPACT_ROWS_DIR"):  # what the next `reflex fit-impact` learns from
+        rows_dir = Path(os.environ["REFLEX_IMPACT_ROWS_DIR"])
+        config.impact_recorder = ImpactRowsLog(rows_dir, f"p{process_index()}")
     if os.environ.get("REFLEX_IMPACT_MODEL"):  # learned by `reflex fit-impact`
         # Held as the file: a refit that replaces it reaches the running flow.
         config.impact = ImpactModelFile(Path(os.environ["REFLEX_IMPACT_MODEL"]))

@@ -1,0 +1,145 @@
+"""The impact model's training rows, kept by the live flow as it computes them.
+
+`reflex fit-impact` learns from each rank's slowdown against its peers and its parts' anomaly
+indicators, per window (:func:`flows.impact_model.impact_rows`). Reading a day of a large
+fleet back out of InfluxDB to recompute them costs hours (about 5 s of Flux per 10 s window
+of 1,024 GPUs, shared/notes/influxdb.md), while the flow has them in hand every window. So the
+flow appends them, one line per job window, to ``DIR/rows-YYYY-MM-DD-NAME.jsonl`` (the UTC day
+of the window's end; NAME tells the flow's processes apart, as a job's windows are all on one
+worker), and deletes days older than ``keep_days``. A refit then reads a week in seconds:
+``reflex fit-impact --rows DIR --last 7d``.
+
+A write that fails (a full disk) is logged and counted, never raised into the flow: the rows
+are a convenience for the refit, not results. A replay after recovery writes some windows
+again; the reader keeps one copy of each job window, and counts a line a crash cut short.
+
+>>> import tempfile
+>>> directory = Path(tempfile.mkdtemp())
+>>> log = ImpactRowsLog(directory, "p0")
+>>> log("train", 1_767_225_610 * 10**9, [({"sm_clock_low": 1.5}, 0.08), ({}, 0.0)])
+>>> read_rows(directory, 0, 2 * 10**18)  # rows, the rank-windows each stands for, unreadable
+([({'sm_clock_low': 1.5}, 0.08), ({}, 0.0)], [1.0, 1.0], 0)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+
+from reflex_localize.flows.impact_model import clipped_slowdown
+
+_log = logging.getLogger(__name__)
+
+Rows = list[tuple[dict[str, float], float]]
+PREFIX = "rows-"
+
+
+def _day(time_ns: int) -> date:
+    return datetime.fromtimestamp(time_ns / 1e9, UTC).date()
+
+
+class ImpactRowsLog:
+    """A ``JobConfig.impact_recorder`` that appends rows to daily files; see the module."""
+
+    def __init__(self, directory: Path, name: str = "p0", keep_days: int = 8) -> None:
+        self.directory, self.name, self.keep_days = Path(directory), name, keep_days
+        self.failed_writes = 0
+        self._day: date | None = None
+        self._file: IO[str] | None = None
+
+    def __call__(self, job: str, end_ns: int, rows: Rows) -> None:
+        if not rows:
+            return
+        # Ranks with no anomaly (97% of them in the demo) inform only the level: one count
+        # and mean slowdown per window leaves the fit as it was, at a twentieth of the size.
+        shown = [(f, s) for f, s in rows if any(f.values())]
+        clean = clipped_slowdown(np.array([s for f, s in rows if not any(f.values())]))
+        record: dict = {
+            "t": end_ns,
+            "job": job,
+            "rows": [[round(s, 4), {k: round(v, 3) for k, v in f.items() if v}] for f, s in shown],
+        }
+        if len(clean):
+            record["clean"] = [len(clean), round(float(clean.mean()), 5)]
+        line = json.dumps(record, separators=(",", ":"))
+        try:
+            file = self._file_for(_day(end_ns))
+            file.write(line + "\n")
+            file.flush()
+        except OSError as error:
+            self.failed_writes += 1
+            if self.failed_writes == 1 or self.failed_writes % 1000 == 0:
+                _log.warning(
+                    "impact rows not kept in %s (%d windows so far): %s",
+                    self.directory, self.failed_writes, error,
+                )  # fmt: skip
+
+    def _file_for(self, day: date) -> IO[str]:
+        if day != self._day or self._file is None:
+            if self._file is not None:
+                self._file.close()
+            self._file, self._day = None, day  # a failed open is tried again next window
+            self.directory.mkdir(parents=True, exist_ok=True)
+            # Kept open across windows (one write a window), closed when the day turns.
+            path = self.directory / f"{PREFIX}{day.isoformat()}-{self.name}.jsonl"
+            self._file = open(path, "a")  # noqa: SIM115
+            self._prune(day)
+        return self._file
+
+    def _prune(self, today: date) -> None:
+        oldest = today - timedelta(days=self.keep_days)
+        for path in self.directory.glob(f"{PREFIX}*.jsonl"):
+            day = _file_day(path)
+            if day is not None and day < oldest:
+                path.unlink(missing_ok=True)
+
+
+def _file_day(path: Path) -> date | None:
+    try:
+        return date.fromisoformat(path.name[len(PREFIX) : len(PREFIX) + 10])
+    except ValueError:
+        return None
+
+
+def read_rows(directory: Path, start_ns: int, stop_ns: int) -> tuple[Rows, list[float], int]:
+    """The rows of the job windows that ended in ``[start_ns, stop_ns)``, each job window once
+    (the last copy: a replay after recovery wrote it again), with how many rank-windows each
+    stands for (a window's ranks without anomaly are one row), and how many lines could not
+    be read (a line a crash cut short)."""
+    first, last = _day(start_ns), _day(max(start_ns, stop_ns - 1))
+    windows: dict[tuple[str, int], dict] = {}
+    unreadable = 0
+    for path in sorted(Path(directory).glob(f"{PREFIX}*.jsonl")):
+        day = _file_day(path)
+        if day is None or not first <= day <= last:
+            continue
+        with open(path) as lines:
+            for line in lines:
+                try:
+                    record = json.loads(line)
+                    t, job = int(record["t"]), str(record["job"])
+                except (ValueError, KeyError, TypeError):
+                    unreadable += 1
+                    continue
+                if start_ns <= t < stop_ns:
+                    windows[(job, t)] = record
+    out: Rows = []
+    weights: list[float] = []
+    for record in windows.values():
+        try:
+            shown = [
+                ({str(k): float(v) for k, v in f.items()}, float(s)) for s, f in record["rows"]
+            ]
+            count, mean = record.get("clean", (0, 0.0))
+            clean: Rows = [({}, float(mean))] if int(count) > 0 else []
+        except (ValueError, KeyError, TypeError, AttributeError):
+            unreadable += 1
+            continue
+        out += shown + clean
+        weights += [1.0] * len(shown) + [float(count)] * len(clean)
+    return out, weights, unreadable
