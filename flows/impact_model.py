@@ -114,17 +114,29 @@ class ImpactModel:
         return model
 
 
-def rank_features(info: RankInfo, features: dict[str, dict[str, float]]) -> dict[str, float]:
+def rank_features(
+    info: RankInfo, features: dict[str, dict[str, float]], by_node: dict[str, dict[str, float]]
+) -> dict[str, float]:
     """A rank's anomaly indicators: its GPU's evidence, and the strongest of its node's host
-    and ports per signal (never its own slowness, which is what is predicted)."""
+    and ports per signal (``node_features``; never its own slowness, which is predicted)."""
     out = dict(features.get(f"{info.node}|gpu|{info.gpu}", {}))
-    for entity, evidence in features.items():
-        node, component, _ = entity.split("|")
-        if node == info.node and component in ("host", "nic"):
-            for signal, value in evidence.items():
-                out[signal] = max(out.get(signal, 0.0), value)
+    for signal, value in by_node.get(info.node, {}).items():
+        out[signal] = max(out.get(signal, 0.0), value)
     out.pop(STEP_SIGNAL, None)
     return out
+
+
+def node_features(features: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per node, the strongest evidence of its host and ports per signal: once a window, not
+    once a rank (a rank used to look through every entity's evidence)."""
+    by_node: dict[str, dict[str, float]] = {}
+    for entity, evidence in features.items():
+        node, component, _ = entity.split("|")
+        if component in ("host", "nic"):
+            merged = by_node.setdefault(node, {})
+            for signal, value in evidence.items():
+                merged[signal] = max(merged.get(signal, 0.0), value)
+    return by_node
 
 
 def impact_rows(
@@ -146,8 +158,9 @@ def impact_rows(
         return []
     groups = np.array([f"{i.pp_rank}|{i.profile}" for i, _ in rows], dtype=object)
     ratio, _ = role_ratios(np.array([m for _, m in rows]), groups, 0.02)
+    by_node = node_features(features)
     return [
-        (rank_features(info, features), float(r - 1.0))
+        (rank_features(info, features, by_node), float(r - 1.0))
         for (info, _), r in zip(rows, ratio.tolist(), strict=True)
         if np.isfinite(r)
     ]
@@ -177,7 +190,7 @@ def fit_impact(
     frequent = sorted(singles, key=lambda s: (-seen[s], s))[:8]
     pairs = [f"{a}*{b}" for i, a in enumerate(frequent) for b in frequent[i + 1 :]][:MAX_PAIRS]
     names = tuple(singles + pairs)
-    x = np.array([[_value(evidence, name) for name in names] for evidence, _ in rows])
+    x = _design(rows, singles, pairs)
     y = clipped_slowdown(np.array([slowdown for _, slowdown in rows]))
     if not names:
         raise ValueError("no anomaly in the training rows: nothing to learn")
@@ -188,13 +201,23 @@ def fit_impact(
     return ImpactModel(names, coefficients, round(float(ridge.intercept_), 6), info)
 
 
+def _design(
+    rows: list[tuple[dict[str, float], float]], singles: list[str], pairs: list[str]
+) -> np.ndarray:
+    """The regression's matrix: each single signal's evidence, then each pair's product. Filled
+    in place, not built from lists: a week of a 1,024-GPU fleet is millions of rows."""
+    column = {name: i for i, name in enumerate(singles)}
+    x = np.zeros((len(rows), len(singles) + len(pairs)))
+    for i, (evidence, _) in enumerate(rows):
+        for signal, value in evidence.items():
+            if signal in column:
+                x[i, column[signal]] = value
+    for k, pair in enumerate(pairs, start=len(singles)):
+        left, right = pair.split("*", 1)
+        x[:, k] = x[:, column[left]] * x[:, column[right]]
+    return x
+
+
 def clipped_slowdown(slowdown: np.ndarray) -> np.ndarray:
     """A rank's slowdown as the fit takes it: a rank stalled 10x is not 10x the evidence."""
     return np.clip(slowdown, -0.5, 3.0)
-
-
-def _value(evidence: dict[str, float], name: str) -> float:
-    if "*" in name:
-        left, right = name.split("*", 1)
-        return evidence.get(left, 0.0) * evidence.get(right, 0.0)
-    return evidence.get(name, 0.0)
