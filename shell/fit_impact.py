@@ -2,10 +2,10 @@
 
 No labels: each rank's slowdown against its stage peers is regressed on its parts' anomaly
 indicators (see :mod:`flows.impact_model`). The history is the rows the live flow kept
-(``reflex flow --impact-rows DIR``: a week in seconds, the way to run it on a schedule), or
-InfluxDB (a replay of a past range the way the flow reads it: hours for a day of 1,024 GPUs),
-or, for a try-out, simulated scenarios. The model file is versioned by its content and
-replaced by rename; the flow takes it with ``reflex flow --impact-model FILE`` (or
+(``reflex flow --impact-rows DIR``: a week of 1,024 GPUs in about a minute, the way to run it
+on a schedule), or InfluxDB (a replay of a past range the way the flow reads it: hours for a
+day of 1,024 GPUs), or, for a try-out, simulated scenarios. The model file is versioned by its
+content and replaced by rename; the flow takes it with ``reflex flow --impact-model FILE`` (or
 ``REFLEX_IMPACT_MODEL``) and looks at it again once a minute.
 
     reflex fit-impact --influx-url http://influx:8086 --org reflex --token-file ro.token \\
@@ -94,9 +94,9 @@ def _instant(text: str | None, name: str) -> int | None:
 @click.option("--stop", help="InfluxDB history: last instant (ISO 8601, UTC).")
 @click.option("--rows", "rows_dir", type=click.Path(file_okay=False, path_type=Path),
               help="History from the rows a flow kept (reflex flow --impact-rows DIR) instead "
-                   "of InfluxDB: a week in seconds.")  # fmt: skip
+                   "of InfluxDB (with --last or --start/--stop).")  # fmt: skip
 @click.option("--last", type=DURATION,
-              help="InfluxDB history: this span up to now (24h, 7d), for a schedule.")  # fmt: skip
+              help="History: this span up to now (24h, 7d), for a schedule.")  # fmt: skip
 @click.option("--out", "out_path", default="reflex-impact.json", show_default=True,
               type=OUTPUT_FILE)  # fmt: skip
 @click.option("--keep-versions", is_flag=True,
@@ -133,9 +133,7 @@ def command(
     if names and rows_dir is not None:
         raise click.UsageError("give --scenarios/--family or --rows, not both")
     if bool(names) == (start_ns is not None):
-        raise click.UsageError(
-            "give either --scenarios or --start/--stop or --last (InfluxDB history)"
-        )
+        raise click.UsageError("give either --scenarios or --start/--stop or --last (history)")
     weights: list[float] | None = None
     if names:
         for name in names:
