@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import IO
@@ -50,6 +51,7 @@ class ImpactRowsLog:
     def __init__(self, directory: Path, name: str = "p0", keep_days: int = 8) -> None:
         self.directory, self.name, self.keep_days = Path(directory), name, keep_days
         self.failed_writes = 0
+        self._lock = threading.Lock()  # `reflex flow -w N`: the workers of a process share it
         self._day: date | None = None
         self._file: IO[str] | None = None
 
@@ -70,9 +72,10 @@ class ImpactRowsLog:
             record["clean"] = [len(clean), round(float(clean.mean()), 5)]
         line = json.dumps(record, separators=(",", ":"))
         try:
-            file = self._file_for(_day(end_ns))
-            file.write(line + "\n")
-            file.flush()
+            with self._lock:
+                file = self._file_for(_day(end_ns))
+                file.write(line + "\n")
+                file.flush()
         except OSError as error:
             self.failed_writes += 1
             if self.failed_writes == 1 or self.failed_writes % 1000 == 0:
