@@ -123,7 +123,7 @@ def test_a_snapshot_of_an_older_version_with_its_configuration_takes_the_new_one
     assert job_logic(new)(older_snapshot).state.config is new
 
 
-def test_fit_impact_last_and_kept_versions(tmp_path: Path) -> None:
+def test_fit_impact_keeps_each_version_beside_the_model(tmp_path: Path) -> None:
     out = tmp_path / "impact.json"
     args = ["--scenarios", str(SCENARIO), "--keep-versions", "--json", "--out", str(out)]
     result = CliRunner().invoke(fit_impact, args)
