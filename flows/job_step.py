@@ -329,10 +329,23 @@ class JobState(FieldsFilledOnRestore):
             e for e in self.recent_events + events if e.time_ns >= end_ns - 300 * 10**9
         ]
         out.extend(("event", event) for event in self._triggered(window, end_ns, parts, events))
-        if parts and not any(p.active for p in parts):
-            self.finished = True
-            self.liveness.forget_job(self.job)
+        if parts:
+            # A job name may come back (a requeued job keeps its id): only its last window's
+            # parts say whether it has ended.
+            self.finished = not any(p.active for p in parts)
+            if self.finished:
+                self.liveness.forget_job(self.job)
         return out
+
+    def retired(self) -> JobState:
+        """What is kept of the job once it ended with nothing pending: its name and its last
+        window, so that a shard's part arriving after the end is reported late rather than
+        taken for a new job. Its peers, baselines and evidence (about 2 KB a rank) go: the flow
+        outlives thousands of jobs, and every snapshot would carry them. A job that comes back
+        under the same name starts afresh, as it runs on other nodes, from its first step."""
+        return JobState(
+            self.job, self.config, n_shards=self.n_shards, last_done=self.last_done, finished=True
+        )
 
     def _history(self, parts: list[JobWindow]) -> dict[str, tuple[float, str]]:
         """The records of the job's parts, taken once, at the job's first window: a record

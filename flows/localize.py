@@ -61,6 +61,8 @@ class _JobLogic(StatefulLogic[JobWindow, Routed, JobState]):
     def on_item(self, value: JobWindow) -> tuple[list[Routed], bool]:
         try:
             out = self.state.on_window(value)
+            if self.state.finished and not self.state.pending:
+                self.state = self.state.retired()
         except Exception as error:
             out = [
                 (

@@ -40,3 +40,22 @@ def keys_problem(directory: Path, scheme: str) -> str | None:
             "new recovery directory (they are then relearned)."
         )
     return None
+
+
+JOB_STEP = "reflex-localize.job_step.stateful_batch"
+
+
+def latest_snapshots(directory: Path, step_id: str) -> dict[str, bytes]:
+    """Each key's latest saved state of one step, pickled, as a resume would load it (a key
+    whose state was discarded is left out)."""
+    latest: dict[str, tuple[int, bytes | None]] = {}
+    for part in sorted(directory.glob("part-*.sqlite3")):
+        with sqlite3.connect(f"file:{part}?mode=ro", uri=True) as connection:
+            rows = connection.execute(
+                "SELECT state_key, snap_epoch, ser_change FROM snaps WHERE step_id = ?",
+                (step_id,),
+            ).fetchall()
+        for key, epoch, blob in rows:
+            if epoch >= latest.get(key, (-1, None))[0]:
+                latest[key] = (epoch, blob)
+    return {key: blob for key, (_, blob) in latest.items() if blob is not None}
