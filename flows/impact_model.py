@@ -4,10 +4,10 @@ The fleet labels itself. Every window, each rank's compute time over its stage p
 (the faster half's median, as the per-step view judges it) is a residual: how much slower
 the rank ran. Its features are the unweighted evidence strengths of its own GPU and of its
 node's host and ports (``EvidenceBook.features``). A non-negative ridge regression over those
-features and their pairwise products (``scikit-learn``) says which anomalies, alone and
-together, go with a slower rank. The flow then adds evidence in proportion to the slowdown a
-part's anomalies predict: several small anomalies that explain the job's slowdown outrank one
-loud anomaly that slows nothing.
+features and their pairwise products (solved exactly: :mod:`flows.impact_fit`) says which
+anomalies, alone and together, go with a slower rank. The flow then adds evidence in
+proportion to the slowdown a part's anomalies predict: several small anomalies that explain the
+job's slowdown outrank one loud anomaly that slows nothing.
 
 The model is a small JSON file with a version (a hash of its content) and its provenance,
 refit on a schedule from history (``reflex fit-impact``) and loaded by the flow
@@ -171,51 +171,16 @@ def fit_impact(
     provenance: dict | None = None,
     weights: list[float] | None = None,
 ) -> ImpactModel:
-    """Non-negative ridge regression of the slowdown on the anomaly indicators and their
-    most frequent pairs. Ranks with no anomaly at all anchor the level at no slowdown.
-    ``weights`` count how many rank-windows a row stands for: the rows a flow keeps fold a
-    window's ranks without any anomaly into one row at their mean slowdown, which leaves the
-    least-squares fit as it was (flows/impact_rows_log.py)."""
-    from sklearn.linear_model import Ridge
+    """The impact model fit to rows in hand (:func:`flows.impact_fit.fit_impact_passes`, which
+    streams them). ``weights`` count how many rank-windows a row stands for: the rows a flow
+    keeps fold a window's ranks without any anomaly into one row at their mean slowdown, which
+    leaves the least-squares fit as it was (flows/impact_rows_log.py)."""
+    from reflex_localize.flows.impact_fit import fit_impact_passes
 
-    counted = len(rows) if weights is None else round(sum(weights))
-    if counted < 20:
-        raise ValueError(f"{counted} training rows: too few to learn from (need 20)")
-    seen: dict[str, int] = {}
-    for evidence, _ in rows:
-        for signal, value in evidence.items():
-            if value > 0:
-                seen[signal] = seen.get(signal, 0) + 1
-    singles = sorted(seen)
-    frequent = sorted(singles, key=lambda s: (-seen[s], s))[:8]
-    pairs = [f"{a}*{b}" for i, a in enumerate(frequent) for b in frequent[i + 1 :]][:MAX_PAIRS]
-    names = tuple(singles + pairs)
-    x = _design(rows, singles, pairs)
-    y = clipped_slowdown(np.array([slowdown for _, slowdown in rows]))
-    if not names:
-        raise ValueError("no anomaly in the training rows: nothing to learn")
-    ridge = Ridge(alpha=1.0, positive=True).fit(x, y, sample_weight=weights)
-    score = float(ridge.score(x, y, sample_weight=weights))
-    info = {"rows": counted, "r2": round(score, 4), **(provenance or {})}
-    coefficients = tuple(round(float(c), 6) for c in ridge.coef_)
-    return ImpactModel(names, coefficients, round(float(ridge.intercept_), 6), info)
-
-
-def _design(
-    rows: list[tuple[dict[str, float], float]], singles: list[str], pairs: list[str]
-) -> np.ndarray:
-    """The regression's matrix: each single signal's evidence, then each pair's product. Filled
-    in place, not built from lists: a week of a 1,024-GPU fleet is millions of rows."""
-    column = {name: i for i, name in enumerate(singles)}
-    x = np.zeros((len(rows), len(singles) + len(pairs)))
-    for i, (evidence, _) in enumerate(rows):
-        for signal, value in evidence.items():
-            if signal in column:
-                x[i, column[signal]] = value
-    for k, pair in enumerate(pairs, start=len(singles)):
-        left, right = pair.split("*", 1)
-        x[:, k] = x[:, column[left]] * x[:, column[right]]
-    return x
+    counts = [1.0] * len(rows) if weights is None else weights
+    return fit_impact_passes(
+        lambda: ((e, s, w) for (e, s), w in zip(rows, counts, strict=True)), provenance
+    )
 
 
 def clipped_slowdown(slowdown: np.ndarray) -> np.ndarray:

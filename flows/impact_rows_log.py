@@ -27,12 +27,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 
+from reflex_localize.flows.impact_fit import Row, RowPasses
 from reflex_localize.flows.impact_model import clipped_slowdown
 
 _log = logging.getLogger(__name__)
@@ -111,40 +113,77 @@ def _file_day(path: Path) -> date | None:
         return None
 
 
-def read_rows(directory: Path, start_ns: int, stop_ns: int) -> tuple[Rows, list[float], int]:
-    """The rows of the job windows that ended in ``[start_ns, stop_ns)``, each job window once
-    (the last copy: a replay after recovery wrote it again), with how many rank-windows each
-    stands for (a window's ranks without anomaly are one row), and how many lines could not
-    be read (a line a crash cut short)."""
-    first, last = _day(start_ns), _day(max(start_ns, stop_ns - 1))
-    windows: dict[tuple[str, int], dict] = {}
+def row_passes(directory: Path, start_ns: int, stop_ns: int) -> tuple[RowPasses, int]:
+    """The rows of the job windows that ended in ``[start_ns, stop_ns)``, as passes a fit can
+    make over them (:func:`flows.impact_fit.fit_impact_passes`), each job window once (the last
+    copy: a replay after recovery wrote it again), with how many rank-windows each row stands
+    for (a window's ranks without anomaly are one row); and how many lines could not be read
+    (a line a crash cut short). Only where each kept window's line is stays in memory: a week
+    of a large fleet is read again on each pass rather than held."""
+    paths = _paths(Path(directory), start_ns, stop_ns)
+    last: dict[tuple[str, int], tuple[int, int, bool]] = {}
     unreadable = 0
-    for path in sorted(Path(directory).glob(f"{PREFIX}*.jsonl")):
+    for index, path in enumerate(paths):
+        for number, record in _records(path):
+            try:
+                t, job = int(record["t"]), str(record["job"])
+            except (ValueError, KeyError, TypeError):
+                unreadable += 1
+                continue
+            if start_ns <= t < stop_ns:
+                last[(job, t)] = (index, number, _rows_of(record) is not None)
+    unreadable += sum(not readable for _, _, readable in last.values())
+    chosen = {(index, number) for index, number, readable in last.values() if readable}
+
+    def passes() -> Iterator[Row]:
+        for index, path in enumerate(paths):
+            for number, record in _records(path):
+                if (index, number) in chosen:
+                    yield from _rows_of(record) or []
+
+    return passes, unreadable
+
+
+def read_rows(directory: Path, start_ns: int, stop_ns: int) -> tuple[Rows, list[float], int]:
+    """:func:`row_passes`' rows in hand: (rows, the rank-windows each stands for, unreadable)."""
+    passes, unreadable = row_passes(directory, start_ns, stop_ns)
+    kept = list(passes())
+    return [(e, s) for e, s, _ in kept], [w for _, _, w in kept], unreadable
+
+
+def _paths(directory: Path, start_ns: int, stop_ns: int) -> list[Path]:
+    first, last = _day(start_ns), _day(max(start_ns, stop_ns - 1))
+    paths = []
+    for path in sorted(directory.glob(f"{PREFIX}*.jsonl")):
         day = _file_day(path)
-        if day is None or not first <= day <= last:
-            continue
+        if day is not None and first <= day <= last:
+            paths.append(path)
+    return paths
+
+
+def _records(path: Path) -> Iterator[tuple[int, dict]]:
+    """Each line's record with its line number; a line that is not JSON as an empty record. A
+    file pruned since an earlier pass has none."""
+    try:
         with open(path) as lines:
-            for line in lines:
+            for number, line in enumerate(lines):
                 try:
                     record = json.loads(line)
-                    t, job = int(record["t"]), str(record["job"])
-                except (ValueError, KeyError, TypeError):
-                    unreadable += 1
-                    continue
-                if start_ns <= t < stop_ns:
-                    windows[(job, t)] = record
-    out: Rows = []
-    weights: list[float] = []
-    for record in windows.values():
-        try:
-            shown = [
-                ({str(k): float(v) for k, v in f.items()}, float(s)) for s, f in record["rows"]
-            ]
-            count, mean = record.get("clean", (0, 0.0))
-            clean: Rows = [({}, float(mean))] if int(count) > 0 else []
-        except (ValueError, KeyError, TypeError, AttributeError):
-            unreadable += 1
-            continue
-        out += shown + clean
-        weights += [1.0] * len(shown) + [float(count)] * len(clean)
-    return out, weights, unreadable
+                except ValueError:
+                    record = {}
+                yield number, record if isinstance(record, dict) else {}
+    except FileNotFoundError:
+        return
+
+
+def _rows_of(record: dict) -> list[Row] | None:
+    """A kept window's rows, each with the rank-windows it stands for; None if unreadable."""
+    try:
+        shown: list[Row] = [
+            ({str(k): float(v) for k, v in f.items()}, float(s), 1.0) for s, f in record["rows"]
+        ]
+        count, mean = record.get("clean", (0, 0.0))
+        clean: list[Row] = [({}, float(mean), float(count))] if int(count) > 0 else []
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return shown + clean

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import click
 
-from reflex_localize.flows.impact_model import ImpactModel, fit_impact
-from reflex_localize.flows.impact_rows_log import read_rows
+from reflex_localize.flows.impact_fit import RowPasses, fit_impact_passes
+from reflex_localize.flows.impact_model import ImpactModel
+from reflex_localize.flows.impact_rows_log import row_passes
 from reflex_localize.flows.job_step import JobConfig
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.cli_checks import DURATION, NOT_NEGATIVE, OUTPUT_FILE, scenario_problem
@@ -61,6 +62,12 @@ def rows_from_influx(influx: InfluxOptions, start_ns: int, stop_ns: int) -> Rows
     config = JobConfig(impact_recorder=lambda job, end, got: rows.extend(got))
     run_in_process(source, job_config=config)
     return rows
+
+
+def in_hand(rows: Rows) -> RowPasses:
+    """Passes over rows held in memory (simulated or read from InfluxDB), one rank-window each;
+    the kept files are streamed instead (``row_passes``)."""
+    return lambda: ((evidence, slowdown, 1.0) for evidence, slowdown in rows)
 
 
 def _family_files(family: str) -> list[str]:
@@ -134,13 +141,12 @@ def command(
         raise click.UsageError("give --scenarios/--family or --rows, not both")
     if bool(names) == (start_ns is not None):
         raise click.UsageError("give either --scenarios or --start/--stop or --last (history)")
-    weights: list[float] | None = None
     if names:
         for name in names:
             problem = scenario_problem(name)
             if problem:
                 raise click.BadParameter(problem, param_hint="'--scenarios'")
-        rows = rows_from_scenarios(names, seed)
+        passes = in_hand(rows_from_scenarios(names, seed))
         provenance: dict = {
             "scenarios": names,
             "seed": seed,
@@ -150,17 +156,17 @@ def command(
         if stop_ns is None or start_ns is None or stop_ns <= start_ns:
             raise click.BadParameter("--stop must follow --start", param_hint="'--stop'")
         if rows_dir is not None:
-            rows, weights, unreadable = read_rows(rows_dir, start_ns, stop_ns)
+            passes, unreadable = row_passes(rows_dir, start_ns, stop_ns)
             provenance = {"rows_dir": str(rows_dir), "start": start, "stop": stop}
             if unreadable:
                 click.echo(f"{unreadable} line(s) of {rows_dir} could not be read: skipped")
                 provenance["unreadable_lines"] = unreadable
         else:
-            rows = rows_from_influx(influx, start_ns, stop_ns)
+            passes = in_hand(rows_from_influx(influx, start_ns, stop_ns))
             provenance = {"influx_start": start, "influx_stop": stop}
     try:
-        fitted_at = datetime.now(UTC).isoformat(timespec="seconds")
-        model = fit_impact(rows, {**provenance, "fitted_at": fitted_at}, weights)
+        provenance["fitted_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+        model = fit_impact_passes(passes, provenance)
     except ValueError as error:
         raise click.ClickException(str(error)) from None
     if keep_versions:
