@@ -7,7 +7,7 @@ of 1,024 GPUs, shared/notes/influxdb.md), while the flow has them in hand every 
 flow appends them, one line per job window, to ``DIR/rows-YYYY-MM-DD-NAME.jsonl`` (the UTC day
 of the window's end; NAME tells the flow's processes apart, as a job's windows are all on one
 worker), and deletes days older than ``keep_days``. A refit then reads a week of 1,024 GPUs
-and fits it in about a minute (``benchmarks/impact_refit.py``):
+and fits it in one to two minutes, in 280 MiB (``benchmarks/impact_refit.py``):
 ``reflex fit-impact --rows DIR --last 7d``.
 
 A write that fails (a full disk) is logged and counted, never raised into the flow: the rows
