@@ -84,7 +84,9 @@ def no_hardware_explanation(
         )
     if trigger == "hang":
         return (
-            "no hardware action found: dump the job's stacks (py-spy) and NCCL state",
+            "no hardware action found: dump the job's stacks (py-spy) and NCCL state (a "
+            "checkpoint longer than any the job came back from stalls it the same way, and "
+            "ends by itself)",
             "job stopped making progress with no hardware suspect",
         )
     return (

@@ -820,6 +820,8 @@ class JobState(FieldsFilledOnRestore):
             event = replace(
                 event, summary=f"revises the earlier 'no hardware fault': {event.summary}"
             )
+        if trigger == "hang" and top is None and root is None and self.hang.told:
+            event = replace(event, summary=f"{event.summary}: {self.hang.told}")
         switch = (
             None
             if root is not None

@@ -100,6 +100,8 @@ class HangDetector:
     False
     >>> h.update(max_step=10, alive=True, now_ns=40 * 10**9)
     True
+    >>> h.told
+    'no step for 40 s (patience 30 s: the 30 s floor)'
     >>> slow = HangDetector(timeout_s=30)
     >>> slow.update(max_step=10, alive=True, now_ns=0, step_s=47.0)
     False
@@ -116,6 +118,8 @@ class HangDetector:
     # The longest stall the job came back from by itself (a checkpoint, an evaluation pass):
     # a pause it takes routinely is its rhythm, not a hang.
     longest_pause_s: float = 0.0
+    # Why it fired, for the event: the stall it saw and the patience it had run out of.
+    told: str = ""
 
     @property
     def step_s(self) -> float:
@@ -134,8 +138,16 @@ class HangDetector:
             return False
         if self.last_progress_ns < 0 or not alive or self.fired:
             return False
-        timeout = max(self.timeout_s, self.steps_allowed * self.step_s, 1.5 * self.longest_pause_s)
-        if (now_ns - self.last_progress_ns) / 1e9 >= timeout:
-            self.fired = True
-            return True
-        return False
+        patience = (self.timeout_s, self.steps_allowed * self.step_s, 1.5 * self.longest_pause_s)
+        timeout = max(patience)
+        stalled = (now_ns - self.last_progress_ns) / 1e9
+        if stalled < timeout:
+            return False
+        self.fired = True
+        reason = (
+            f"the {self.timeout_s:.0f} s floor",
+            f"{self.steps_allowed:.0f} of its {self.step_s:.0f} s steps",
+            f"1.5 times the longest pause it came back from, {self.longest_pause_s:.0f} s",
+        )[patience.index(timeout)]
+        self.told = f"no step for {stalled:.0f} s (patience {timeout:.0f} s: {reason})"
+        return True
