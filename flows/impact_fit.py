@@ -33,6 +33,20 @@ ALPHA = 1.0  # the ridge penalty, on the weighted sum of squares (scikit-learn's
 CHUNK = 65_536  # rows summed at a time
 
 
+def fit_impact(
+    rows: list[tuple[dict[str, float], float]],
+    provenance: dict | None = None,
+    weights: list[float] | None = None,
+) -> ImpactModel:
+    """The model fit to rows in hand. ``weights`` count how many rank-windows a row stands for:
+    the rows a flow keeps fold a window's ranks without any anomaly into one row at their mean
+    slowdown, which leaves the least-squares fit as it was (flows/impact_rows_log.py)."""
+    counts = [1.0] * len(rows) if weights is None else weights
+    return fit_impact_passes(
+        lambda: ((e, s, w) for (e, s), w in zip(rows, counts, strict=True)), provenance
+    )
+
+
 def fit_impact_passes(passes: RowPasses, provenance: dict | None = None) -> ImpactModel:
     """Non-negative ridge regression of the slowdown on the anomaly indicators and their most
     frequent pairs. Ranks with no anomaly at all anchor the level at no slowdown."""

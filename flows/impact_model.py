@@ -166,23 +166,6 @@ def impact_rows(
     ]
 
 
-def fit_impact(
-    rows: list[tuple[dict[str, float], float]],
-    provenance: dict | None = None,
-    weights: list[float] | None = None,
-) -> ImpactModel:
-    """The impact model fit to rows in hand (:func:`flows.impact_fit.fit_impact_passes`, which
-    streams them). ``weights`` count how many rank-windows a row stands for: the rows a flow
-    keeps fold a window's ranks without any anomaly into one row at their mean slowdown, which
-    leaves the least-squares fit as it was (flows/impact_rows_log.py)."""
-    from reflex_localize.flows.impact_fit import fit_impact_passes
-
-    counts = [1.0] * len(rows) if weights is None else weights
-    return fit_impact_passes(
-        lambda: ((e, s, w) for (e, s), w in zip(rows, counts, strict=True)), provenance
-    )
-
-
 def clipped_slowdown(slowdown: np.ndarray) -> np.ndarray:
     """A rank's slowdown as the fit takes it: a rank stalled 10x is not 10x the evidence."""
     return np.clip(slowdown, -0.5, 3.0)

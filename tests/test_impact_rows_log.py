@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reflex_localize.flows.impact_model import ImpactModel, fit_impact
+from reflex_localize.flows.impact_fit import fit_impact
+from reflex_localize.flows.impact_model import ImpactModel
 from reflex_localize.flows.impact_rows_log import ImpactRowsLog, read_rows
 from reflex_localize.flows.job_step import JobConfig
 from reflex_localize.flows.runner import run_in_process
