@@ -537,7 +537,9 @@ class JobState(FieldsFilledOnRestore):
         typical = float(np.nanmedian(step_times)) if np.isfinite(step_times).any() else 0.0
         if typical > 0:
             self.step_now = typical
-        hung = self.hang.update(max_step, alive, end_ns, typical)
+        known = [p.paused_s for p in parts if p.paused_s is not None]
+        paused = min(known) if known else 0.0  # every shard's GPUs idle and writing
+        hung = self.hang.update(max_step, alive, end_ns, typical, paused)
         self._learn_stages(parts, regressed)
         if hardware:
             return self._emit(window, end_ns, "explicit", hardware[0])

@@ -143,3 +143,6 @@ class JobWindow(FieldsFilledOnRestore):  # a snapshot's pending windows may pred
     sites: dict[str, dict[str, str]] = field(default_factory=dict)
     # GPU entity -> (its SM clock in the last job it served, that job): flows/busy_clocks.py.
     past_clocks: dict[str, tuple[float, str]] = field(default_factory=dict)
+    # Seconds of the window its GPUs sat idle while its hosts wrote (a checkpoint the hook did
+    # not mark, flows/job_pause.py); None: no GPU utilization came from its nodes.
+    paused_s: float | None = None

@@ -16,6 +16,7 @@ from reflex_localize.flows.detectors import LongitudinalBaseline
 from reflex_localize.flows.event_routing import Claims, double_claims, route_events
 from reflex_localize.flows.explain import orphan_event
 from reflex_localize.flows.gpu_identity import GpuIdentity
+from reflex_localize.flows.job_pause import WindowActivity
 from reflex_localize.flows.messages import (
     ErrorRecord,
     ExplicitEvent,
@@ -147,6 +148,7 @@ class ShardState(FieldsFilledOnRestore):
         for job, clocks in window_clocks(jobs_on_node, signals.entities, signals.values).items():
             self.busy_clocks.observe(job, clocks)
         routed, orphans = route_events(events, jobs_on_node, self.gpu_claims)
+        activity = WindowActivity.of(by_measurement)  # for every job: is it writing a checkpoint
         out += self._orphans(orphans, batch)
         out += self._contradictions()
         for job in sorted(set(self.members) | ended):
@@ -178,6 +180,7 @@ class ShardState(FieldsFilledOnRestore):
                         sites={n: dict(self.sites[n]) for n in nodes if n in self.sites},
                         world_size=self.world_sizes.get(job, 0),
                         active=job not in ended,
+                        paused_s=activity.paused_s(nodes, self.config.window_seconds),
                     ),
                 )
             )

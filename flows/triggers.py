@@ -107,6 +107,21 @@ class HangDetector:
     False
     >>> slow.update(max_step=10, alive=True, now_ns=100 * 10**9)
     False
+
+    Seconds the job spent writing a checkpoint (its GPUs idle, its hosts writing:
+    flows/job_pause.py) do not count against its patience, up to ``writing_cap_s``:
+
+    >>> ckpt = HangDetector(timeout_s=30)
+    >>> ckpt.update(max_step=10, alive=True, now_ns=0)
+    False
+    >>> ckpt.update(max_step=10, alive=True, now_ns=40 * 10**9, paused_s=25.0)
+    False
+    >>> ckpt.update(max_step=10, alive=True, now_ns=50 * 10**9)
+    False
+    >>> ckpt.update(max_step=10, alive=True, now_ns=60 * 10**9)
+    True
+    >>> ckpt.told
+    'no step for 60 s, 25 s of it writing a checkpoint (patience 30 s: the 30 s floor)'
     """
 
     timeout_s: float = 60.0
@@ -120,6 +135,10 @@ class HangDetector:
     longest_pause_s: float = 0.0
     # Why it fired, for the event: the stall it saw and the patience it had run out of.
     told: str = ""
+    # Seconds since the last step the job spent writing a checkpoint: not a stall.
+    writing_s: float = 0.0
+    # A checkpoint still being written after this long is a hang too (storage that crawls).
+    writing_cap_s: float = 1800.0
 
     @property
     def step_s(self) -> float:
@@ -127,21 +146,28 @@ class HangDetector:
         step does not stretch the patience for good)."""
         return float(statistics.median(self.recent_steps)) if self.recent_steps else 0.0
 
-    def update(self, max_step: int, alive: bool, now_ns: int, step_s: float = 0.0) -> bool:
+    def update(
+        self, max_step: int, alive: bool, now_ns: int, step_s: float = 0.0, paused_s: float = 0.0
+    ) -> bool:
         if step_s > 0:
             self.recent_steps = [*self.recent_steps, step_s][-20:]
         if max_step > self.last_step:
             if self.last_progress_ns >= 0 and not self.fired:
+                # The whole pause, writing included: patience grows with what the job does
+                # routinely even where part of its checkpoint was not seen as writing.
                 pause = (now_ns - self.last_progress_ns) / 1e9
                 self.longest_pause_s = max(self.longest_pause_s, pause)
             self.last_step, self.last_progress_ns, self.fired = max_step, now_ns, False
+            self.writing_s = 0.0
             return False
         if self.last_progress_ns < 0 or not alive or self.fired:
             return False
+        self.writing_s += paused_s
         patience = (self.timeout_s, self.steps_allowed * self.step_s, 1.5 * self.longest_pause_s)
         timeout = max(patience)
         stalled = (now_ns - self.last_progress_ns) / 1e9
-        if stalled < timeout:
+        writing = min(self.writing_s, self.writing_cap_s, stalled)
+        if stalled - writing < timeout:
             return False
         self.fired = True
         reason = (
@@ -149,5 +175,6 @@ class HangDetector:
             f"{self.steps_allowed:.0f} of its {self.step_s:.0f} s steps",
             f"1.5 times the longest pause it came back from, {self.longest_pause_s:.0f} s",
         )[patience.index(timeout)]
-        self.told = f"no step for {stalled:.0f} s (patience {timeout:.0f} s: {reason})"
+        of_it = f", {writing:.0f} s of it writing a checkpoint" if writing >= 1 else ""
+        self.told = f"no step for {stalled:.0f} s{of_it} (patience {timeout:.0f} s: {reason})"
         return True
