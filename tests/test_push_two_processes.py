@@ -5,6 +5,8 @@ events file is byte for byte the one-process replay's."""
 from __future__ import annotations
 
 import secrets
+import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -24,6 +26,25 @@ S = 10**9
 # on a loaded machine the 3 s of real time a window had to arrive in before it closed (see
 # test_push_source) ran out; at 5x a window has 6 s.
 SPEED = 5.0
+# The replay clock starts this long after the flow is launched, once both processes listen:
+# started at launch, it ran while they imported, and at load 4-5 their first windows closed
+# before InfluxDB's retries of the refused first writes got through.
+STARTUP_S = 40
+
+
+def wait_listening(ports: list[int], until_ns: int, process: subprocess.Popen[bytes]) -> None:
+    """Until every port accepts a connection; fails when the replay clock would start first."""
+    waiting = list(ports)
+    while waiting:
+        assert process.poll() is None, process.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
+        assert time.time_ns() < until_ns, (
+            f"ports {waiting} not listening {STARTUP_S} s after launch"
+        )
+        try:
+            socket.create_connection(("127.0.0.1", waiting[0]), timeout=1).close()
+            waiting.pop(0)
+        except OSError:
+            time.sleep(0.2)
 
 
 def test_two_processes_give_the_one_process_events_byte_for_byte(
@@ -38,7 +59,8 @@ def test_two_processes_give_the_one_process_events_byte_for_byte(
     names = [f"p{index}-{influx_bucket}" for index in range(2)]
     for index, name in enumerate(names):
         stream_to(influx, influx_bucket, port + index, token, name)
-    replay = f"{start - 30 * S},{time.time_ns()},{SPEED}"
+    starts_ns = time.time_ns() + STARTUP_S * S
+    replay = f"{start - 30 * S},{starts_ns},{SPEED}"
     clock, _ = replay_clock(replay)
     env = {
         "REFLEX_INFLUX_TOKEN": influx.token,
@@ -54,6 +76,7 @@ def test_two_processes_give_the_one_process_events_byte_for_byte(
     out = tmp_path / "flow"
     try:
         process = flow(out, *args, env=env)
+        wait_listening([port, port + 1], starts_ns, process)
         _, stderr = process.communicate(timeout=200)
         assert process.returncode == 0, stderr.decode()[-2000:]
         for name in names:  # both processes took their stream
