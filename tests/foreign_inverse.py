@@ -67,6 +67,12 @@ IB_FIELDS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_err
              "port_xmit_discards", "port_xmit_wait", "local_link_integrity_errors",
              "out_of_buffer")  # fmt: skip
 HOOK_MEASUREMENTS = ("train_step", "job_membership")
+# Reflex field -> Telegraf field, from telegraf_net.csv and telegraf_diskio.csv (both scale 1,
+# but for io_time: Telegraf counts milliseconds).
+NET = {"tx_bytes": "bytes_sent", "rx_bytes": "bytes_recv", "tx_packets": "packets_sent",
+       "rx_packets": "packets_recv", "rx_errors": "err_in", "tx_errors": "err_out",
+       "rx_dropped": "drop_in", "tx_dropped": "drop_out"}  # fmt: skip
+DISKIO = {"read_bytes": "read_bytes", "written_bytes": "write_bytes"}
 
 
 def line(measurement: str, tags: Mapping[str, str], fields: Mapping, time_ns: int) -> str:
@@ -81,10 +87,11 @@ def line(measurement: str, tags: Mapping[str, str], fields: Mapping, time_ns: in
 class ForeignWriter:
     """Writes one simulated run's frames in the foreign shapes; ``gpu`` is "telegraf",
     "dcgm_v1" (one measurement per metric, field gauge/counter) or "dcgm_v2" (measurement
-    prometheus, the metrics as fields). ``site`` adds a rack tag to every foreign line."""
+    prometheus, the metrics as fields). ``site`` adds a rack tag to every foreign line;
+    ``host`` writes the host NICs and disks as Telegraf's net and diskio."""
 
-    def __init__(self, gpu: str, site: bool = False) -> None:
-        self.gpu, self.site = gpu, site
+    def __init__(self, gpu: str, site: bool = False, host: bool = False) -> None:
+        self.gpu, self.site, self.host = gpu, site, host
         self.throttle_us: dict[tuple[str, str, int], int] = {}
         self.last_xid: dict[tuple[str, str], int] = {}
 
@@ -99,6 +106,8 @@ class ForeignWriter:
                     yield from self._gpu(point)
             elif frame.measurement == "ib_port":
                 yield from (self._ib(point) for point in frame.points())
+            elif frame.measurement in ("nic", "host_disk") and self.host:
+                yield from (self._host_counters(point) for point in frame.points())
 
     def _host_tags(self, node: str) -> dict[str, str]:
         tags = {"host": node}
@@ -166,12 +175,25 @@ class ForeignWriter:
                                                        "port": point.tags["port"]}  # fmt: skip
         return line("infiniband", tags, fields, point.time_ns)
 
+    def _host_counters(self, point: Point) -> str:
+        tags = self._host_tags(point.tags["node"])
+        if point.measurement == "nic":
+            fields = {foreign: int(point.fields[name]) for name, foreign in NET.items()
+                      if name in point.fields}  # fmt: skip
+            fields["speed"] = -1  # what a driver that does not say gives: ignored
+            return line("net", tags | {"interface": point.tags["device"]}, fields, point.time_ns)
+        fields = {foreign: int(point.fields[name]) for name, foreign in DISKIO.items()
+                  if name in point.fields}  # fmt: skip
+        fields["io_time"] = round(float(point.fields["io_time_seconds"]) * 1000)
+        fields["writes"] = 0  # known to the table, no Reflex field
+        return line("diskio", tags | {"name": point.tags["device"]}, fields, point.time_ns)
+
 
 def foreign_replay(
-    scenario: str, seconds: int, gpu: str, seed: int = 7, site: bool = False
+    scenario: str, seconds: int, gpu: str, seed: int = 7, site: bool = False, host: bool = False
 ) -> list[str]:
     """The first ``seconds`` of a simulated scenario as foreign lines (and the hook's)."""
-    writer = ForeignWriter(gpu, site)
+    writer = ForeignWriter(gpu, site, host)
     out: list[str] = []
     for number, chunk in enumerate(
         Simulation(load_scenario(scenario), seed=seed).chunks(seconds=10)

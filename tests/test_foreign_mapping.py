@@ -19,6 +19,8 @@ from reflex_localize.schemas.site_tags import site_tags
 SOURCES = {
     "telegraf_nvidia_smi.csv": "plugins/inputs/nvidia_smi",
     "telegraf_infiniband.csv": "plugins/inputs/infiniband/README.md",
+    "telegraf_net.csv": "plugins/inputs/net/README.md",
+    "telegraf_diskio.csv": "plugins/inputs/diskio/README.md",
     "dcgm_exporter.csv": "etc/default-counters.csv",
 }
 

@@ -40,9 +40,11 @@ def translate(name: str) -> tuple[list[Point], list, ForeignTranslator]:
     return points, notes, translator
 
 
-@pytest.mark.parametrize(
-    "name", ["telegraf_nvidia_smi", "telegraf_infiniband", "dcgm_v1", "dcgm_v2"]
-)
+GOLDEN_NAMES = ["telegraf_nvidia_smi", "telegraf_infiniband", "telegraf_net", "telegraf_diskio",
+                "dcgm_v1", "dcgm_v2"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", GOLDEN_NAMES)
 def test_golden_foreign_lines_give_the_reviewed_reflex_points(name: str) -> None:
     points, _, _ = translate(name)
     written = [line(p.measurement, p.tags, p.fields, p.time_ns) for p in points]
@@ -87,6 +89,20 @@ def test_infiniband_words_become_bytes() -> None:
     assert (later.fields["symbol_error"], later.fields["link_downed"]) == (41, 1)
     assert rdma.fields == {"out_of_buffer": 4, "np_cnp_sent": 10, "np_ecn_marked_roce_packets": 12,
                            "rp_cnp_handled": 9}  # fmt: skip
+
+
+def test_host_nic_and_disk_counters_keep_their_units() -> None:
+    """Telegraf's net and diskio give what a checkpoint write shows in: bytes sent and written
+    (bytes, as Reflex's agent reads them), and the disk's busy time (ms in Telegraf, s here)."""
+    nic, later = translate("telegraf_net")[0]
+    assert (nic.measurement, nic.tags["device"]) == ("nic", "eth0")
+    assert int(later.fields["tx_bytes"]) - int(nic.fields["tx_bytes"]) == 600_000_000
+    assert "speed_mbps" not in later.fields  # -1 where the driver does not say: ignored
+    disk, busier = translate("telegraf_diskio")[0]
+    assert (disk.measurement, disk.tags["device"]) == ("host_disk", "nvme0n1")
+    written = int(busier.fields["written_bytes"]) - int(disk.fields["written_bytes"])
+    busy = float(busier.fields["io_time_seconds"]) - float(disk.fields["io_time_seconds"])
+    assert (written, busy) == (1_500_000_000, pytest.approx(0.6))
 
 
 def test_dcgm_xid_gauge_gives_one_event_per_new_code() -> None:
