@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from reflex_localize.flows.signals import factorize
 from reflex_localize.schemas.frame import Frame
 
 IDLE_UTIL = 0.3  # a GPU that ran kernels less than this share of the sample was not computing
@@ -99,20 +100,19 @@ def _idle_by_node(gpu_frames: list[Frame]) -> dict[str, tuple[np.ndarray, np.nda
         idle.append(util[known] < IDLE_UTIL)
     if not nodes or not sum(len(n) for n in nodes):
         return {}
-    node, second, busy = np.concatenate(nodes), np.concatenate(seconds), np.concatenate(idle)
-    names, node_code = np.unique(node, return_inverse=True)
-    pairs, where = np.unique(np.stack([node_code, second]), axis=1, return_inverse=True)
-    where = where.ravel()
-    idle_at = np.bincount(where, busy.astype(float), pairs.shape[1])
-    total_at = np.bincount(where, minlength=pairs.shape[1]).astype(float)
-    # np.unique sorts the pairs by node first: each node's seconds are one run of columns.
-    runs = np.flatnonzero(np.diff(pairs[0])) + 1
+    names, node_code = factorize(np.concatenate(nodes))  # a dict: no sort of strings
+    second = np.concatenate(seconds)
+    first, span = int(second.min()), int(second.max() - second.min()) + 1
+    key = node_code * span + (second - first)  # one int per (node, second): sorts at C speed
+    pairs, where = np.unique(key, return_inverse=True)
+    idle_at = np.bincount(where, np.concatenate(idle).astype(float), len(pairs))
+    total_at = np.bincount(where, minlength=len(pairs)).astype(float)
+    code, at = pairs // span, pairs % span + first
+    runs = np.flatnonzero(np.diff(code)) + 1  # sorted by node first: a run of keys a node
     columns = zip(
-        np.split(pairs[1], runs), np.split(idle_at, runs), np.split(total_at, runs), strict=True
+        np.split(at, runs), np.split(idle_at, runs), np.split(total_at, runs), strict=True
     )
-    return {
-        str(names[code]): run for code, run in zip(pairs[0][np.r_[0, runs]], columns, strict=True)
-    }
+    return {str(names[c]): run for c, run in zip(code[np.r_[0, runs]], columns, strict=True)}
 
 
 def _write_rate_by_node(frames: Mapping[str, list[Frame]]) -> dict[str, float]:
@@ -135,13 +135,13 @@ def _write_rate_by_node(frames: Mapping[str, list[Frame]]) -> dict[str, float]:
 
 
 def _series_rates(keys: np.ndarray, time_ns: np.ndarray, counter: np.ndarray) -> dict[str, float]:
-    order = np.lexsort((time_ns, keys))
-    keys, time_ns, counter = keys[order], time_ns[order], counter[order].astype(float)
-    same = keys[1:] == keys[:-1]
+    names, code = factorize(keys)  # ints to sort by: sorting strings compares them in Python
+    order = np.lexsort((time_ns, code))
+    code, time_ns, counter = code[order], time_ns[order], counter[order].astype(float)
+    same = code[1:] == code[:-1]  # each difference, labelled by its later row's series
     grew = np.where(same, np.maximum(np.diff(counter), 0.0), 0.0)
     took = np.where(same, np.diff(time_ns) / 1e9, 0.0)
-    series, where = np.unique(keys[1:], return_inverse=True)
-    total = np.bincount(where, grew, len(series))
-    span = np.bincount(where, took, len(series))
-    rates = zip(series.tolist(), total, span, strict=True)
+    total = np.bincount(code[1:], grew, len(names))
+    span = np.bincount(code[1:], took, len(names))
+    rates = zip(names.tolist(), total, span, strict=True)
     return {str(key): float(b / s) for key, b, s in rates if s > 0}
