@@ -24,11 +24,11 @@ those ports carry NCCL traffic too.
 >>> nic = Frame("nic", np.arange(10) * 10**9, {"node": np.array(["n1"] * 10, dtype=object),
 ...     "device": np.array(["eth0"] * 10, dtype=object)},
 ...     {"tx_bytes": np.cumsum(np.where(np.arange(10) >= 4, 6e8, 4e7)).astype(np.int64)})
->>> writing_pause_s({"gpu": [gpu], "nic": [nic]}, {"n1"}, 10.0)
+>>> WindowActivity.of({"gpu": [gpu], "nic": [nic]}).paused_s({"n1"}, 10.0)
 6.0
->>> writing_pause_s({"gpu": [gpu]}, {"n1"}, 10.0)  # idle, nothing written: not a checkpoint
+>>> WindowActivity.of({"gpu": [gpu]}).paused_s({"n1"}, 10.0)  # idle, nothing written
 0.0
->>> writing_pause_s({"nic": [nic]}, {"n1"}, 10.0) is None  # no utilization: unknown
+>>> WindowActivity.of({"nic": [nic]}).paused_s({"n1"}, 10.0) is None  # no utilization
 True
 """
 
@@ -79,13 +79,6 @@ class WindowActivity:
         rates = [self.written.get(n, 0.0) for n in nodes if n in self.idle]
         written = float(np.mean(rates))
         return idle_share * window_s if written >= idle_share * WRITE_BYTES_S else 0.0
-
-
-def writing_pause_s(
-    frames: Mapping[str, list[Frame]], nodes: set[str], window_s: float
-) -> float | None:
-    """``WindowActivity.paused_s`` of one job, for a window's frames by measurement."""
-    return WindowActivity.of(frames).paused_s(nodes, window_s)
 
 
 def _idle_by_node(gpu_frames: list[Frame]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:

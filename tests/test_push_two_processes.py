@@ -26,9 +26,9 @@ S = 10**9
 # on a loaded machine the 3 s of real time a window had to arrive in before it closed (see
 # test_push_source) ran out; at 5x a window has 6 s.
 SPEED = 5.0
-# The replay clock starts this long after the flow is launched, once both processes listen:
-# started at launch, it ran while they imported, and at load 4-5 their first windows closed
-# before InfluxDB's retries of the refused first writes got through.
+# The replay clock starts this long after the flow is launched, once both processes listen.
+# Started at launch, it ran while they imported: at load 4-5 the likely cause (not traced) of
+# the failures, the first writes reaching the flow only through InfluxDB's retries, late.
 STARTUP_S = 40
 
 
