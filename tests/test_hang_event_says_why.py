@@ -39,15 +39,18 @@ checkpoint_s = {checkpoint_s}
 """
 
 
-def _hangs(tmp_path: Path, scenario: str) -> list:
+def _hangs(tmp_path: Path, scenario: str, shards: int = 1) -> list:
     path = tmp_path / "long_steps.toml"
     path.write_text(scenario)
-    events = run_in_process(SimulatorSource(str(path), 7, 1, 10.0)).events
+    events = run_in_process(SimulatorSource(str(path), 7, shards, 10.0)).events
     return [e for e in events if e.trigger == "hang"]
 
 
-def test_a_checkpoint_the_job_writes_is_not_a_hang(tmp_path: Path) -> None:
-    assert _hangs(tmp_path, _scenario(120.0)) == []
+@pytest.mark.parametrize("shards", [1, 3], ids=["one-shard", "a-node-a-shard"])
+def test_a_checkpoint_the_job_writes_is_not_a_hang(tmp_path: Path, shards: int) -> None:
+    """With 3 shards the job's two nodes land on two of them (crc32): each shard's part says
+    how long its own GPUs idled while writing, and the job credits what every part saw."""
+    assert _hangs(tmp_path, _scenario(120.0), shards) == []
 
 
 def test_without_gpu_utilization_the_stall_is_a_hang_that_says_why(tmp_path: Path) -> None:
