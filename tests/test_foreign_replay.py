@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from foreign_inverse import foreign_replay
+from test_hang_event_says_why import long_steps_scenario
 
 from reflex_localize.flows.runner import RunResult, run_in_process
 from reflex_localize.flows.sources import LineProtocolSource
@@ -62,31 +63,13 @@ def test_telegraf_only_cluster_finds_a_flapping_infiniband_port(tmp_path: Path) 
     assert carried["foreign_tag"] > 0  # pstate and name, not the declared rack
 
 
-# A job of 25 s steps whose first checkpoint, 2 minutes long and not marked by the hook, comes
-# before it has paused for anything longer than a step (tests/test_hang_event_says_why.py).
-LONG_CHECKPOINT = """
-duration_s = 600
-[cluster]
-nodes = 2
-profiles = { "h100-sxm5-80gb" = 2 }
-[telemetry]
-host_disk = true
-[[job]]
-name = "long-steps"
-nodes = 2
-step_s = 25.0
-checkpoint_every_s = 300
-checkpoint_s = 120
-"""
-
-
 @pytest.mark.parametrize("host", [True, False], ids=["with-net-and-diskio", "gpus-and-ports-only"])
 def test_telegraf_net_and_diskio_show_a_checkpoint_is_no_hang(tmp_path: Path, host: bool) -> None:
     """With Telegraf's net and diskio beside nvidia_smi, a job's long unmarked checkpoint is seen
     as written (every GPU idle, the hosts writing); without them nothing says the idle GPUs were
     writing, and the stall is a hang that names no part, as for a job with the hook only."""
     scenario = tmp_path / "long_checkpoint.toml"
-    scenario.write_text(LONG_CHECKPOINT)
+    scenario.write_text(long_steps_scenario(120.0, host_disk=True))
     lines = foreign_replay(str(scenario), 600, "telegraf", host=host)
     assert any(line.startswith("diskio,") for line in lines) == host
     result, _ = replay(lines, tmp_path / "telegraf.lp")

@@ -20,7 +20,9 @@ from reflex_localize.shell.simulated_source import SimulatorSource
 TOLD = r"no step for (\d+) s(?:, (\d+) s of it writing a checkpoint)? \(patience (\d+) s: (.*)\)"
 
 
-def _scenario(checkpoint_s: float, duration_s: int = 600, hook_only: bool = False) -> str:
+def long_steps_scenario(
+    checkpoint_s: float, duration_s: int = 600, hook_only: bool = False, host_disk: bool = False
+) -> str:
     """A job of 25 s steps whose first checkpoint, not marked by the hook, comes before it has
     paused for anything longer than a step."""
     return f"""
@@ -30,6 +32,7 @@ nodes = 2
 profiles = {{ "h100-sxm5-80gb" = 2 }}
 [telemetry]
 agent_down = {'["all"]' if hook_only else "[]"}
+host_disk = {str(host_disk).lower()}
 [[job]]
 name = "long-steps"
 nodes = 2
@@ -50,11 +53,11 @@ def _hangs(tmp_path: Path, scenario: str, shards: int = 1) -> list:
 def test_a_checkpoint_the_job_writes_is_not_a_hang(tmp_path: Path, shards: int) -> None:
     """With 3 shards the job's two nodes land on two of them (crc32): each shard's part says
     how long its own GPUs idled while writing, and the job credits what every part saw."""
-    assert _hangs(tmp_path, _scenario(120.0), shards) == []
+    assert _hangs(tmp_path, long_steps_scenario(120.0), shards) == []
 
 
 def test_without_gpu_utilization_the_stall_is_a_hang_that_says_why(tmp_path: Path) -> None:
-    hangs = _hangs(tmp_path, _scenario(120.0, hook_only=True))
+    hangs = _hangs(tmp_path, long_steps_scenario(120.0, hook_only=True))
     assert len(hangs) == 1, [e.summary for e in hangs]
     [hang] = hangs
     assert hang.top is None and hang.severity == "info"
@@ -70,7 +73,7 @@ def test_without_gpu_utilization_the_stall_is_a_hang_that_says_why(tmp_path: Pat
 
 def test_a_checkpoint_past_the_writing_cap_is_a_hang(tmp_path: Path) -> None:
     """Storage that crawls: the job writes one checkpoint for 35 minutes."""
-    hangs = _hangs(tmp_path, _scenario(2100.0, duration_s=2400))
+    hangs = _hangs(tmp_path, long_steps_scenario(2100.0, duration_s=2400))
     assert len(hangs) == 1, [e.summary for e in hangs]
     told = re.search(TOLD, hangs[0].summary)
     assert told is not None, hangs[0].summary
