@@ -12,11 +12,23 @@ in every test, as the schema itself does.
 ('gpu', 'memory_used_bytes', 'scale', 1048576.0)
 >>> mapping.table_of("DCGM_FI_DEV_GPU_TEMP").name
 'dcgm_exporter'
+
+A source that writes one point per resource, the resource in a tag (Telegraf's ``pressure``:
+``resource=io,type=full avg10=...``), names the tag values in braces after the field, so that
+each combination maps to its own Reflex field; those tags are the table's ``qualifiers`` for
+that measurement, read to pick the row and not carried:
+
+>>> table = mapping.tables["telegraf_pressure"]
+>>> table.rows["pressure"]["avg10{resource=io,type=full}"].reflex_field
+'psi_io_full_avg10_ratio'
+>>> table.qualifiers["pressure"]
+('resource', 'type')
 """
 
 from __future__ import annotations
 
 import csv
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -63,6 +75,18 @@ class MappingTable:
     name: str
     rows: dict[str, dict[str, FieldRow]] = field(default_factory=dict)
     tags: dict[str, list[TagRule]] = field(default_factory=dict)
+    qualifiers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # measurement -> tags
+
+    def row(self, measurement: str, name: str, tags: Mapping[str, str]) -> FieldRow | None:
+        """The row for a field of a point with these tags: the one its qualifier tags pick,
+        else the field's plain row (an ignored field need not be listed per resource)."""
+        rows = self.rows.get(measurement, {})
+        qualifiers = self.qualifiers.get(measurement)
+        if qualifiers:
+            picked = rows.get(qualified_name(name, {q: tags.get(q, "") for q in qualifiers}))
+            if picked is not None:
+                return picked
+        return rows.get(name)
 
 
 @dataclass
@@ -77,6 +101,24 @@ class ForeignMapping:
         if measurement in PROMETHEUS_MEASUREMENTS:
             return self.tables.get("dcgm_exporter")
         return self.by_measurement.get(measurement)
+
+
+def qualified_name(name: str, tags: Mapping[str, str]) -> str:
+    """``avg10{resource=io,type=full}``: a field as one combination of tag values gives it."""
+    return name + "{" + ",".join(f"{k}={v}" for k, v in sorted(tags.items())) + "}"
+
+
+def _qualifiers(foreign_field: str, where: str) -> tuple[str, ...]:
+    """The tag names a row's braces name (none without braces); raises SchemaError."""
+    name, brace, rest = foreign_field.partition("{")
+    if not brace:
+        return ()
+    pairs = [pair.partition("=") for pair in rest.removesuffix("}").split(",")]
+    if not rest.endswith("}") or not name or any(not k or not eq or not v for k, eq, v in pairs):
+        raise SchemaError(f"{where}: {foreign_field!r}: expected field{{tag=value,...}}")
+    if foreign_field != qualified_name(name, {k: v for k, _, v in pairs}):
+        raise SchemaError(f"{where}: {foreign_field!r}: write its tags sorted, once each")
+    return tuple(k for k, _, _ in pairs)
 
 
 def _data_rows(path: Path) -> list[dict[str, str]]:
@@ -142,6 +184,10 @@ def load_foreign_mapping(directory: Path = _DIR) -> ForeignMapping:
                     f"{path.name}: {row.foreign_measurement}.{row.foreign_field} twice"
                 )
             fields[row.foreign_field] = row
+            qualifiers = _qualifiers(row.foreign_field, path.name)
+            if qualifiers and table.qualifiers.setdefault(row.foreign_measurement,
+                                                          qualifiers) != qualifiers:  # fmt: skip
+                raise SchemaError(f"{path.name}: {row.foreign_field}: other tags than its rows'")
             owner = by_measurement.setdefault(row.foreign_measurement, table)
             if owner is not table:
                 raise SchemaError(f"{path.name}: {row.foreign_measurement} is also in {owner.name}")

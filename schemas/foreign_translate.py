@@ -1,4 +1,4 @@
-"""Foreign telemetry (Telegraf ``nvidia_smi`` and ``infiniband``, dcgm-exporter) to Reflex points.
+"""Foreign telemetry (Telegraf, dcgm-exporter) to Reflex points.
 
 A cluster that already runs Telegraf or dcgm-exporter has its GPUs and ports in InfluxDB under
 other names and units. :class:`ForeignTranslator` turns each such point into the Reflex points
@@ -52,6 +52,7 @@ from reflex_localize.schemas.foreign_mapping import (
     ForeignMapping,
     MappingTable,
     load_foreign_mapping,
+    qualified_name,
 )
 from reflex_localize.schemas.hardware_profiles import profile_for_gpu_name
 
@@ -138,7 +139,7 @@ class ForeignTranslator:
                 continue
             target = row.reflex_measurement
             if target not in tags:
-                resolved = self._tags(table, target, point.tags)
+                resolved = self._tags(table, target, point.tags, point.measurement)
                 if isinstance(resolved, Note):
                     return [], [resolved]
                 tags[target] = resolved
@@ -176,10 +177,10 @@ class ForeignTranslator:
         return [Note("carried", code, f"{name}: {why}; further values counted, not noted")]
 
     def _tags(
-        self, table: MappingTable, target: str, foreign: Mapping[str, str]
+        self, table: MappingTable, target: str, foreign: Mapping[str, str], measurement: str
     ) -> dict[str, str] | Note:
         out: dict[str, str] = {}
-        consumed: set[str] = set()
+        consumed = set(table.qualifiers.get(measurement, ()))  # they picked the row: not carried
         for rule in table.tags[target]:
             present = [name for name in rule.foreign_tags if foreign.get(name)]
             consumed.update(present)
@@ -277,8 +278,16 @@ def _samples(
     """``(foreign name, its row or None, value)`` for every value a point holds, whatever the
     shape; None when a metric-name point holds no value field."""
     if table.name != "dcgm_exporter":
-        rows = table.rows.get(point.measurement, {})
-        return [(name, rows.get(name), value) for name, value in point.fields.items()]
+        out: list[tuple[str, FieldRow | None, FieldValue]] = []
+        qualifiers = table.qualifiers.get(point.measurement, ())
+        for name, value in point.fields.items():
+            row = table.row(point.measurement, name, point.tags)
+            # Named as its row is: pressure.avg60 once, pressure.avg10{resource=cpu,type=full}
+            # (no row) with the tags that would have picked one.
+            plain = not qualifiers or (row is not None and row.foreign_field == name)
+            picked = {q: point.tags.get(q, "") for q in qualifiers}
+            out.append((name if plain else qualified_name(name, picked), row, value))
+        return out
     if point.measurement in PROMETHEUS_MEASUREMENTS:
         return [(name, table.rows.get(name, {}).get("value"), value)
                 for name, value in point.fields.items()]  # fmt: skip

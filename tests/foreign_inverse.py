@@ -73,6 +73,15 @@ NET = {"tx_bytes": "bytes_sent", "rx_bytes": "bytes_recv", "tx_packets": "packet
        "rx_packets": "packets_recv", "rx_errors": "err_in", "tx_errors": "err_out",
        "rx_dropped": "drop_in", "tx_dropped": "drop_out"}  # fmt: skip
 DISKIO = {"read_bytes": "read_bytes", "written_bytes": "write_bytes"}
+# Reflex field -> the tags of Telegraf's pressure point that carries it as avg10 (percent), from
+# telegraf_pressure.csv.
+PRESSURE = {
+    "psi_cpu_some_avg10_ratio": {"resource": "cpu", "type": "some"},
+    "psi_memory_some_avg10_ratio": {"resource": "memory", "type": "some"},
+    "psi_memory_full_avg10_ratio": {"resource": "memory", "type": "full"},
+    "psi_io_some_avg10_ratio": {"resource": "io", "type": "some"},
+    "psi_io_full_avg10_ratio": {"resource": "io", "type": "full"},
+}
 
 
 def line(measurement: str, tags: Mapping[str, str], fields: Mapping, time_ns: int) -> str:
@@ -88,7 +97,8 @@ class ForeignWriter:
     """Writes one simulated run's frames in the foreign shapes; ``gpu`` is "telegraf",
     "dcgm_v1" (one measurement per metric, field gauge/counter) or "dcgm_v2" (measurement
     prometheus, the metrics as fields). ``site`` adds a rack tag to every foreign line;
-    ``host`` writes the host NICs and disks as Telegraf's net and diskio."""
+    ``host`` writes the host NICs, disks and pressure stall as Telegraf's net, diskio and
+    pressure."""
 
     def __init__(self, gpu: str, site: bool = False, host: bool = False) -> None:
         self.gpu, self.site, self.host = gpu, site, host
@@ -108,6 +118,9 @@ class ForeignWriter:
                 yield from (self._ib(point) for point in frame.points())
             elif frame.measurement in ("nic", "host_disk") and self.host:
                 yield from (self._host_counters(point) for point in frame.points())
+            elif frame.measurement == "host" and self.host:
+                for point in frame.points():
+                    yield from self._pressure(point)
 
     def _host_tags(self, node: str) -> dict[str, str]:
         tags = {"host": node}
@@ -174,6 +187,16 @@ class ForeignWriter:
         tags = self._host_tags(point.tags["node"]) | {"device": point.tags["hca"],
                                                        "port": point.tags["port"]}  # fmt: skip
         return line("infiniband", tags, fields, point.time_ns)
+
+    def _pressure(self, point: Point) -> Iterator[str]:
+        """One pressure point per resource and type, avg10 in percent rounded as the kernel
+        prints it (two decimals); the longer averages as if steady."""
+        for name, picked in PRESSURE.items():
+            if name in point.fields:
+                percent = round(float(point.fields[name]) * 100, 2)
+                fields = {"avg10": percent, "avg60": percent, "avg300": percent}
+                tags = self._host_tags(point.tags["node"]) | picked
+                yield line("pressure", tags, fields, point.time_ns)
 
     def _host_counters(self, point: Point) -> str:
         tags = self._host_tags(point.tags["node"])

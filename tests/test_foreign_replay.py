@@ -77,3 +77,19 @@ def test_telegraf_net_and_diskio_show_a_checkpoint_is_no_hang(tmp_path: Path, ho
     assert len(hangs) == (0 if host else 1), [e.summary for e in result.events]
     assert all(e.top is None for e in hangs)
     assert set(result.error_counts) <= {"foreign_field_ignored"}
+
+
+@pytest.mark.parametrize("host", [True, False], ids=["with-pressure", "gpus-and-ports-only"])
+def test_telegraf_pressure_says_why_a_host_slows_its_ranks(tmp_path: Path, host: bool) -> None:
+    """A dataloader stalled on I/O: its node's ranks compute slowly, so the host is named either
+    way; with Telegraf's pressure points the event says it is I/O pressure, without them it has
+    only the slow steps to show."""
+    lines = foreign_replay("fault_io_stall", 420, "telegraf", host=host)  # stalls from 300 s
+    assert any(line.startswith("pressure,") for line in lines) == host
+    result, carried = replay(lines, tmp_path / "telegraf.lp")
+    named = [e.top for e in result.events if e.top is not None]
+    assert [(top.node, top.component) for top in named][:1] == [("node-0006", "host")]
+    signals = {evidence.signal for evidence in named[0].evidence}
+    assert ("host_io_pressure" in signals) == host, signals
+    assert set(result.error_counts) == {"foreign_field_ignored"}
+    assert carried["foreign_tag"] > 0  # nvidia_smi's pstate and name

@@ -41,6 +41,7 @@ def translate(name: str) -> tuple[list[Point], list, ForeignTranslator]:
 
 
 GOLDEN_NAMES = ["telegraf_nvidia_smi", "telegraf_infiniband", "telegraf_net", "telegraf_diskio",
+                "telegraf_pressure",
                 "dcgm_v1", "dcgm_v2"]  # fmt: skip
 
 
@@ -103,6 +104,21 @@ def test_host_nic_and_disk_counters_keep_their_units() -> None:
     written = int(busier.fields["written_bytes"]) - int(disk.fields["written_bytes"])
     busy = float(busier.fields["io_time_seconds"]) - float(disk.fields["io_time_seconds"])
     assert (written, busy) == (1_500_000_000, pytest.approx(0.6))
+
+
+def test_pressure_points_pick_their_field_by_resource_and_type() -> None:
+    """Telegraf writes one pressure point per resource and type: the tags pick the Reflex field
+    (percent to share, as the agent reads /proc/pressure) and are not carried as series tags;
+    the 60 and 300 s averages and the totals are noted once each, whatever the resource."""
+    points, notes, translator = translate("telegraf_pressure")
+    io_full = points[4]
+    assert io_full.fields == {"psi_io_full_avg10_ratio": pytest.approx(21.26 / 100)}
+    assert all(set(p.tags) == {"cluster", "node"} for p in points)
+    said = sorted(n.detail.split(":")[0] for n in notes)
+    assert said == ["pressure.avg10{resource=cpu,type=full}", "pressure.avg300", "pressure.avg60",
+                    "pressure.total", "pressureTotal.total"]  # fmt: skip
+    assert translator.stats.ignored["pressure.avg60"] == 7  # every point's, counted
+    assert not translator.stats.refused
 
 
 def test_dcgm_xid_gauge_gives_one_event_per_new_code() -> None:
