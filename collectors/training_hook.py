@@ -25,7 +25,9 @@ Who this rank is comes from the arguments, else torch.distributed when it is ini
 else the launcher's environment (torchrun RANK/WORLD_SIZE/LOCAL_RANK, SLURM_PROCID/
 SLURM_NTASKS/SLURM_LOCALID/SLURM_JOB_ID). dp/pp/tp ranks follow Megatron-LM's layout
 (tensor-parallel ranks adjacent, then data-parallel, then pipeline stages) from ``tp_size`` and
-``pp_size``.
+``pp_size``. The GPU it reports is the CUDA device it uses (its local rank), with the process's
+``CUDA_VISIBLE_DEVICES`` and ``NVIDIA_VISIBLE_DEVICES`` as they were at start, so that the flow
+can tell which of the node's GPUs that is when the job sees only some (flows/visible_gpus.py).
 
 >>> sent = []
 >>> hook = TrainingHook(job="j1", rank=0, world_size=8, tp_size=8, sink=sent.append,
@@ -69,6 +71,10 @@ SECTIONS = ("data", "forward", "backward", "optimizer", "checkpoint")
 _PHASES = ("compute", "comm", *SECTIONS, "unknown")
 _COMPUTE_SECTIONS = slice(3, 6)  # forward, backward, optimizer
 MAX_MESSAGE_CHARS = 4096  # of an event's message: a line always fits one datagram
+# Membership fields -> the variables that renumber a process's GPUs; 16 UUIDs take 650 chars.
+_VISIBLE = {"cuda_visible_devices": "CUDA_VISIBLE_DEVICES",
+            "nvidia_visible_devices": "NVIDIA_VISIBLE_DEVICES"}  # fmt: skip
+MAX_VISIBLE_CHARS = 1024
 
 
 @dataclass(frozen=True)
@@ -193,6 +199,9 @@ class TrainingHook:
         self.cluster = cluster or env.get("REFLEX_CLUSTER") or "default"
         self.node = node or env.get("REFLEX_NODE") or socket.gethostname()
         self.profile = profile
+        # How this process numbers its GPUs: sent with the membership, undone by the flow.
+        self._visible = {name: env.get(variable, "")[:MAX_VISIBLE_CHARS]
+                         for name, variable in _VISIBLE.items()}  # fmt: skip
         self.stats = HookStats()
         self._phase_seconds = [0.0] * len(_PHASES)
         self._phases = {name: _Phase(self, index) for index, name in enumerate(_PHASES)}
@@ -402,6 +411,7 @@ class TrainingHook:
                 fields.append(f"{name}={value}i")
         if info.local_rank is not None:
             fields.append(f"gpu={info.local_rank}i")
+        fields += [f"{name}={_string(value)}" for name, value in self._visible.items() if value]
         if self.profile:
             fields.append(f"profile={_string(self.profile)}")
         return ",".join(fields)

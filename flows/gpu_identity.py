@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
 from reflex_localize.schemas.frame import Frame
 
 # domain:bus:device[.function], hex; the domain may be 4 or 8 digits, the function absent.
@@ -37,15 +38,19 @@ def bus_key(text: str) -> str | None:
 
 
 @dataclass
-class GpuIdentity:
+class GpuIdentity(FieldsFilledOnRestore):
     """(node, bus key) -> GPU index, learned from the agent's identity measurements."""
 
     bus: dict[tuple[str, str], int] = field(default_factory=dict)
     # (node, GPU index) -> the NIC entity index of its rail ("mlx5_3/1"), from gpu_topology.
     rail: dict[tuple[str, int], str] = field(default_factory=dict)
+    # node -> GPU UUID -> index, from gpu_info: a job's visible devices may name GPUs by UUID.
+    uuids: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def learn(self, frames: list[Frame]) -> None:
         for frame in frames:
+            if frame.measurement == "gpu_info" and "uuid" in frame.fields:
+                self._learn_uuids(frame)
             if frame.measurement not in _SOURCES or "pci_bus_id" not in frame.fields:
                 continue
             nodes, gpus = frame.tags["node"].tolist(), frame.tags["gpu"].tolist()
@@ -56,6 +61,13 @@ class GpuIdentity:
                     self.bus[(str(node), key)] = int(gpu)
             if frame.measurement == "gpu_topology" and "hca" in frame.fields:
                 self._learn_rails(frame)
+
+    def _learn_uuids(self, frame: Frame) -> None:
+        nodes, gpus = frame.tags["node"].tolist(), frame.tags["gpu"].tolist()
+        for node, gpu, uuid in zip(nodes, gpus, np.asarray(frame.fields["uuid"]).tolist(),
+                                   strict=True):  # fmt: skip
+            if str(gpu).isdigit() and uuid:
+                self.uuids.setdefault(str(node), {})[str(uuid)] = int(gpu)
 
     def _learn_rails(self, frame: Frame) -> None:
         ports = frame.fields.get("hca_port", np.ones(len(frame), dtype=np.int64))

@@ -7,7 +7,7 @@ Its output is routed by job, so that the job step sees all of a job's nodes toge
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from reflex_localize.flows.node_memory import (
 )
 from reflex_localize.flows.signals import SIGNAL_NAMES, SIGNALS, CounterMemory, derive, factorize
 from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
+from reflex_localize.flows.visible_gpus import node_gpu, renumbered
 from reflex_localize.schemas.codec import Point
 from reflex_localize.schemas.contract import load_schema
 from reflex_localize.schemas.frame import Frame, validate_frame
@@ -100,6 +101,8 @@ class ShardState(FieldsFilledOnRestore):
     orphans_told: dict[str, int] = field(default_factory=dict)  # entity -> last event (ns)
     windows_seen: int = 0
     sites: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> site tag -> value
+    # (job, rank) -> its device index and visible-device lists, while the lists renumber it.
+    renumbered: dict[tuple[str, int], tuple[int, str, str]] = field(default_factory=dict)
 
     def on_batch(self, batch: WindowBatch) -> list[tuple[str, object]]:
         """Returns ``(route, item)`` pairs: route is a job name, "points" or "error"."""
@@ -118,11 +121,12 @@ class ShardState(FieldsFilledOnRestore):
         by_measurement: dict[str, list[Frame]] = {}
         for frame in frames:
             by_measurement.setdefault(frame.measurement, []).append(frame)
-        ended = self._learn_membership(by_measurement.get("job_membership", []))
-        remember_sites(frames, self.sites, self.config.site_tags)  # for the switch rule
-        self.gpu_ids.learn(
+        self.gpu_ids.learn(  # first: a rank's visible devices may name its GPU by UUID
             [f for m in ("gpu_info", "gpu_topology") for f in by_measurement.get(m, [])]
         )
+        ended = self._learn_membership(by_measurement.get("job_membership", []))
+        self._place_renumbered(batch.end_ns)
+        remember_sites(frames, self.sites, self.config.site_tags)  # for the switch rule
         signals = derive(frames, self.config.window_seconds, self.counters)
         for entity, profile in zip(
             signals.entities.tolist(), signals.profiles.tolist(), strict=True
@@ -263,7 +267,9 @@ class ShardState(FieldsFilledOnRestore):
                     ended.add(job)
                     continue
                 ranks = self.members.setdefault(job, {})
-                ranks[rank] = info = rank_info(rank, node, {k: v[i] for k, v in fields.items()})
+                row = {k: v[i] for k, v in fields.items()}
+                info = self._node_gpu(job, rank_info(rank, node, row), row)
+                ranks[rank] = info
                 if info.gpu >= 0:
                     self.gpu_claims.setdefault((node, info.gpu), {})[job] = int(frame.time_ns[i])
                 world = fields.get("world_size")
@@ -274,7 +280,37 @@ class ShardState(FieldsFilledOnRestore):
         for claimants in self.gpu_claims.values():
             for job in ended & set(claimants):
                 del claimants[job]
+        for key in [k for k in self.renumbered if k[0] in ended]:
+            del self.renumbered[key]
         return {job for job in ended if job in self.members}
+
+    def _node_gpu(self, job: str, info: RankInfo, fields: Mapping[str, object]) -> RankInfo:
+        """The rank with its node's GPU index in place of its own device index, when its
+        visible-device lists renumber its GPUs (:mod:`flows.visible_gpus`); unknown (-1) while
+        they cannot tell, and kept to be placed once the node's GPU UUIDs are known."""
+        cuda = str(fields.get("cuda_visible_devices") or "")
+        nvidia = str(fields.get("nvidia_visible_devices") or "")
+        if not renumbered(cuda, nvidia):
+            return info
+        gpu = node_gpu(info.gpu, cuda, nvidia, self.gpu_ids.uuids.get(info.node))
+        if gpu is None:
+            self.renumbered[(job, info.rank)] = (info.gpu, cuda, nvidia)
+            return replace(info, gpu=-1)
+        self.renumbered.pop((job, info.rank), None)
+        return replace(info, gpu=gpu)
+
+    def _place_renumbered(self, now_ns: int) -> None:
+        """Ranks whose GPU their lists named by a UUID the node had not yet sent, placed once
+        it has (the agent sends ``gpu_info`` at start, the hook its membership at any time)."""
+        for (job, rank), (device, cuda, nvidia) in list(self.renumbered.items()):
+            info = self.members.get(job, {}).get(rank)
+            gpu = None if info is None else node_gpu(
+                device, cuda, nvidia, self.gpu_ids.uuids.get(info.node)
+            )  # fmt: skip
+            if info is not None and gpu is not None:
+                self.members[job][rank] = replace(info, gpu=gpu)
+                self.gpu_claims.setdefault((info.node, gpu), {})[job] = now_ns
+                del self.renumbered[(job, rank)]
 
     def _orphans(
         self, orphans: list[ExplicitEvent], batch: WindowBatch

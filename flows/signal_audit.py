@@ -58,6 +58,9 @@ OTHER_USES = {
     ("job_membership", "pp_size"): "stage patterns",
     ("job_membership", "profile"): "peers share a GPU model",
     ("job_membership", "active"): "when a job ends",
+    ("job_membership", "cuda_visible_devices"): "which node GPU the rank's device index is",
+    ("job_membership", "nvidia_visible_devices"): "which node GPUs the rank's container holds",
+    ("gpu_info", "uuid"): "places a rank whose visible devices name its GPU by UUID",
 }
 
 # Fields no part of the flow reads, and why.
@@ -72,7 +75,6 @@ UNUSED = {
     ("gpu", "retired_pages_dbe"): "pre-Ampere history; retired_pages_pending is judged",
     ("gpu", "remapped_rows_correctable"): "history of repairs done; pending and failure judged",
     ("gpu", "remapped_rows_uncorrectable"): "history of repairs done; pending and failure judged",
-    ("gpu_info", "uuid"): "identity for dashboards; the flow keys GPUs by node and index",
     ("gpu_info", "serial"): "identity for the RMA; not a health signal",
     ("gpu_info", "driver_version"): "fleet inventory; not a health signal",
     ("gpu_nvlink", "active"): "gpu.nvlink_active_links carries the same state per GPU",
