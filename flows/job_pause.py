@@ -13,7 +13,8 @@ which (no step comes either way). Its hardware can:
 Only the first pauses the hang detector's clock (``HangDetector.update``). Without GPU
 utilization from the agent (a job with the training hook only) nothing is credited, so such a
 job's hang fires as before. Checkpoints written over InfiniBand storage ports are not seen:
-those ports carry NCCL traffic too.
+those ports carry NCCL traffic too. On a node it shares, a job's own GPUs are judged (another
+job may be computing beside it), but the host's writes are the node's, whoever wrote them.
 
 >>> import numpy as np
 >>> from reflex_localize.schemas.frame import Frame
@@ -54,20 +55,31 @@ _WRITES = (("host_disk", "written_bytes", "device"), ("nic", "tx_bytes", "device
 
 @dataclass
 class WindowActivity:
-    """One shard window's GPU idling and host writes per node, computed once for all its jobs:
-    node -> (second, idle GPU samples, GPU samples) and node -> bytes a second written out."""
+    """One shard window's GPU idling and host writes, computed once for all its jobs:
+    node -> GPU -> (second, idle samples, samples) and node -> bytes a second written out."""
 
-    idle: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    idle: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]] = field(
+        default_factory=dict
+    )
     written: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, frames: Mapping[str, list[Frame]]) -> WindowActivity:
-        return cls(_idle_by_node(frames.get("gpu", [])), _write_rate_by_node(frames))
+        return cls(_idle_by_gpu(frames.get("gpu", [])), _write_rate_by_node(frames))
 
-    def paused_s(self, nodes: set[str], window_s: float) -> float | None:
+    def paused_s(
+        self, nodes: set[str], window_s: float, gpus: Mapping[str, set[str]] | None = None
+    ) -> float | None:
         """Seconds of the window during which every GPU of the job on ``nodes`` was idle while
-        their hosts wrote; None when no GPU utilization of those nodes came in."""
-        mine = [self.idle[n] for n in nodes if n in self.idle]
+        their hosts wrote; None when no GPU utilization of those nodes came in. ``gpus``: the
+        job's GPUs on a node it shares with another job (every GPU of the others)."""
+        gpus = gpus or {}
+        mine = [
+            run
+            for node in nodes
+            for gpu, run in self.idle.get(node, {}).items()
+            if node not in gpus or gpu in gpus[node]
+        ]
         if not mine:
             return None
         second, where = np.unique(np.concatenate([m[0] for m in mine]), return_inverse=True)
@@ -81,31 +93,40 @@ class WindowActivity:
         return idle_share * window_s if written >= idle_share * WRITE_BYTES_S else 0.0
 
 
-def _idle_by_node(gpu_frames: list[Frame]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    nodes, seconds, idle = [], [], []
+def _idle_by_gpu(
+    gpu_frames: list[Frame],
+) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    nodes, gpus, seconds, idle = [], [], [], []
     for frame in gpu_frames:
         util = frame.fields.get("utilization_gpu_ratio")
-        if util is None or "node" not in frame.tags or not len(frame):
+        if util is None or "node" not in frame.tags or "gpu" not in frame.tags or not len(frame):
             continue
         known = np.isfinite(util)
         nodes.append(frame.tags["node"][known])
+        gpus.append(frame.tags["gpu"][known])
         seconds.append(frame.time_ns[known] // 10**9)  # samples of one second count together
         idle.append(util[known] < IDLE_UTIL)
     if not nodes or not sum(len(n) for n in nodes):
         return {}
-    names, node_code = factorize(np.concatenate(nodes))  # a dict: no sort of strings
+    node_names, node_code = factorize(np.concatenate(nodes))  # a dict: no sort of strings
+    gpu_names, gpu_code = factorize(np.concatenate(gpus))
     second = np.concatenate(seconds)
     first, span = int(second.min()), int(second.max() - second.min()) + 1
-    key = node_code * span + (second - first)  # one int per (node, second): sorts at C speed
+    entity = node_code * len(gpu_names) + gpu_code
+    key = entity * span + (second - first)  # one int per (GPU, second): sorts at C speed
     pairs, where = np.unique(key, return_inverse=True)
     idle_at = np.bincount(where, np.concatenate(idle).astype(float), len(pairs))
     total_at = np.bincount(where, minlength=len(pairs)).astype(float)
     code, at = pairs // span, pairs % span + first
-    runs = np.flatnonzero(np.diff(code)) + 1  # sorted by node first: a run of keys a node
+    runs = np.flatnonzero(np.diff(code)) + 1  # sorted by GPU first: a run of keys a GPU
     columns = zip(
         np.split(at, runs), np.split(idle_at, runs), np.split(total_at, runs), strict=True
     )
-    return {str(names[c]): run for c, run in zip(code[np.r_[0, runs]], columns, strict=True)}
+    out: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    for c, run in zip(code[np.r_[0, runs]].tolist(), columns, strict=True):
+        node, gpu = divmod(c, len(gpu_names))
+        out.setdefault(str(node_names[node]), {})[str(gpu_names[gpu])] = run
+    return out
 
 
 def _write_rate_by_node(frames: Mapping[str, list[Frame]]) -> dict[str, float]:

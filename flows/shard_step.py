@@ -184,7 +184,9 @@ class ShardState(FieldsFilledOnRestore):
                         sites={n: dict(self.sites[n]) for n in nodes if n in self.sites},
                         world_size=self.world_sizes.get(job, 0),
                         active=job not in ended,
-                        paused_s=activity.paused_s(nodes, self.config.window_seconds),
+                        paused_s=activity.paused_s(
+                            nodes, self.config.window_seconds, self._own_gpus(job)
+                        ),
                     ),
                 )
             )
@@ -283,6 +285,18 @@ class ShardState(FieldsFilledOnRestore):
         for key in [k for k in self.renumbered if k[0] in ended]:
             del self.renumbered[key]
         return {job for job in ended if job in self.members}
+
+    def _own_gpus(self, job: str) -> dict[str, set[str]]:
+        """node -> the job's GPUs there, for the nodes where every rank's GPU is known: a job
+        may share its node with another, or leave some GPUs of it unused."""
+        own: dict[str, set[str]] = {}
+        unknown: set[str] = set()
+        for info in self.members.get(job, {}).values():
+            if info.gpu < 0:
+                unknown.add(info.node)
+            else:
+                own.setdefault(info.node, set()).add(str(info.gpu))
+        return {node: gpus for node, gpus in own.items() if node not in unknown}
 
     def _node_gpu(self, job: str, info: RankInfo, fields: Mapping[str, object]) -> RankInfo:
         """The rank with its node's GPU index in place of its own device index, when its

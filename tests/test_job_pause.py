@@ -12,15 +12,17 @@ from reflex_localize.schemas.frame import Frame
 SECONDS = np.arange(10)
 
 
-def _gpu(util_by_node: dict[str, np.ndarray]) -> Frame:
-    """Eight GPUs a node, one sample a second; ``util`` per second, the same on every GPU."""
-    nodes, times, utils = [], [], []
+def _gpu(util_by_node: dict[str, np.ndarray], upper_half: np.ndarray | None = None) -> Frame:
+    """Eight GPUs a node, one sample a second; ``util`` per second, the same on every GPU but
+    GPUs 4-7 where ``upper_half`` is given (another job's, on a shared node)."""
+    nodes, gpus, times, utils = [], [], [], []
     for node, util in util_by_node.items():
         for gpu in range(8):
             nodes += [node] * len(SECONDS)
+            gpus += [str(gpu)] * len(SECONDS)
             times.append(SECONDS * 10**9 + gpu)
-            utils.append(util)
-    tags = {"node": np.array(nodes, dtype=object), "gpu": np.zeros(len(nodes), dtype=object)}
+            utils.append(upper_half if upper_half is not None and gpu >= 4 else util)
+    tags = {"node": np.array(nodes, dtype=object), "gpu": np.array(gpus, dtype=object)}
     fields = {"utilization_gpu_ratio": np.concatenate(utils)}
     return Frame("gpu", np.concatenate(times), tags, fields)
 
@@ -85,3 +87,13 @@ def test_without_utilization_nothing_is_known() -> None:
     frames = {"nic": [_nic({"a": WRITES})]}
     assert WindowActivity.of(frames).paused_s({"a"}, 10.0) is None
     assert WindowActivity.of({}).paused_s(set(), 10.0) is None
+
+
+def test_on_a_shared_node_only_the_jobs_own_gpus_count() -> None:
+    """Job A (GPUs 0-3) writes its checkpoint while job B (GPUs 4-7) computes beside it."""
+    computing = np.full(len(SECONDS), 0.97)
+    frames = {"gpu": [_gpu({"a": IDLE_WHILE_WRITING}, computing)], "nic": [_nic({"a": WRITES})]}
+    activity = WindowActivity.of(frames)
+    assert activity.paused_s({"a"}, 10.0, {"a": {"0", "1", "2", "3"}}) == 5.0
+    assert activity.paused_s({"a"}, 10.0, {"a": {"4", "5", "6", "7"}}) == 0.0  # B computes
+    assert activity.paused_s({"a"}, 10.0) == 0.0  # the whole node: half of it computes
