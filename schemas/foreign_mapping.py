@@ -28,7 +28,7 @@ that measurement, read to pick the row and not carried:
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -38,10 +38,11 @@ from reflex_localize.schemas.contract import Schema, SchemaError, load_schema
 _DIR = Path(__file__).parent / "foreign"
 # Measurements under which Telegraf and Prometheus remote-write put many metrics as fields.
 PROMETHEUS_MEASUREMENTS = ("prometheus", "prometheus_remote_write")
-CONVERTERS = ("scale", "yes_no", "nonzero", "active_bit", "advanced_bit", "xid_event", "ignore")
+CONVERTERS = ("scale", "rate", "yes_no", "nonzero", "active_bit", "advanced_bit", "xid_event",
+              "ignore")  # fmt: skip
 _BOOL_CONVERTERS = ("yes_no", "nonzero")
 _BIT_CONVERTERS = ("active_bit", "advanced_bit")
-TAG_CONVERTERS = ("", "gpu_profile")
+TAG_CONVERTERS = ("", "gpu_profile", "scrape_target")
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,12 @@ class MappingTable:
     tags: dict[str, list[TagRule]] = field(default_factory=dict)
     qualifiers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # measurement -> tags
 
+    @property
+    def prometheus(self) -> bool:
+        """Whether its foreign measurements are Prometheus metric names (the value in one field,
+        or the metric a field of a ``prometheus`` point) rather than Telegraf measurements."""
+        return all(set(fields) == {"value"} for fields in self.rows.values())
+
     def row(self, measurement: str, name: str, tags: Mapping[str, str]) -> FieldRow | None:
         """The row for a field of a point with these tags: the one its qualifier tags pick,
         else the field's plain row (an ignored field need not be listed per resource)."""
@@ -94,11 +101,15 @@ class ForeignMapping:
     tables: dict[str, MappingTable]
     by_measurement: dict[str, MappingTable]
 
-    def table_of(self, measurement: str) -> MappingTable | None:
-        """The table that maps points of ``measurement``; ``prometheus`` and
-        ``prometheus_remote_write`` go to the table whose metrics are their fields
-        (dcgm-exporter's, the only one of that shape)."""
+    def table_of(self, measurement: str, fields: Iterable[str] = ()) -> MappingTable | None:
+        """The table that maps points of ``measurement``. A ``prometheus`` or
+        ``prometheus_remote_write`` point holds one exporter's metrics as its fields: the table
+        of the first of them that a table knows (dcgm-exporter's when none is known)."""
         if measurement in PROMETHEUS_MEASUREMENTS:
+            for name in fields:
+                table = self.by_measurement.get(name)
+                if table is not None and table.prometheus:
+                    return table
             return self.tables.get("dcgm_exporter")
         return self.by_measurement.get(measurement)
 
@@ -155,6 +166,8 @@ def parse_field_row(raw: dict[str, str], where: str, schema: Schema) -> FieldRow
             return FieldRow(*_head(row), mask=int(argument, 0))
     except ValueError:
         raise SchemaError(f"{name}: bad argument {argument!r} for {kind}") from None
+    if kind == "rate" and declared.type != "float":
+        raise SchemaError(f"{name}: rate needs a float field")
     if kind in _BOOL_CONVERTERS and declared.type != "bool":
         raise SchemaError(f"{name}: {kind} needs a bool field")
     if kind == "xid_event" and (row.reflex_measurement, row.reflex_field) != ("event", "code"):

@@ -96,6 +96,7 @@ class ForeignTranslator:
         self.mapping = mapping or load_foreign_mapping()
         self.stats = TranslateStats()
         self._last: dict[tuple[str, ...], float] = {}  # previous counter or XID per GPU, field
+        self._last_at: dict[tuple[str, ...], tuple[float, int]] = {}  # a rate's previous sample
         self._told: set[str] = set()  # ignored fields already noted once
         self._reflex_heads: dict[str, bool] = {}  # measurement -> is_reflex_line's answer
 
@@ -121,7 +122,7 @@ class ForeignTranslator:
         return self.translate(parse_line(line))
 
     def translate(self, point: Point) -> tuple[list[Point], list[Note]]:
-        table = self.mapping.table_of(point.measurement)
+        table = self.mapping.table_of(point.measurement, point.fields)
         if table is None:
             raise PointError("undeclared measurement", point.measurement,
                              code="undeclared_measurement")  # fmt: skip
@@ -184,7 +185,11 @@ class ForeignTranslator:
         for rule in table.tags[target]:
             present = [name for name in rule.foreign_tags if foreign.get(name)]
             consumed.update(present)
+            if rule.convert == "scrape_target":
+                present = [name for name in present if scrape_target(name, foreign[name])]
             value = foreign[present[0]] if present else rule.default
+            if rule.convert == "scrape_target" and present:
+                value = scrape_target(present[0], value)
             if value == "$cluster":
                 value = self.cluster
             if rule.convert == "gpu_profile" and present:
@@ -225,11 +230,25 @@ class ForeignTranslator:
                 raise ValueError(f"{value!r} x {row.scale} is out of range")
             return round(scaled) if declared.type == "int" else float(scaled)
         key = (tags["node"], tags.get("gpu", "-"), row.foreign_measurement, row.foreign_field)
+        if kind == "rate":
+            return self._rate(key, number, point.time_ns)
         previous = self._last.get(key)
         self._last[key] = number
         if kind == "advanced_bit":
             return row.mask if previous is not None and number > previous else 0
         return self._xid(int(number), previous, tags, point)  # xid_event
+
+    def _rate(self, key: tuple[str, ...], seconds: float, time_ns: int) -> float | None:
+        """The share of the time since the series' previous sample that its seconds counter
+        grew by (stall seconds a second); nothing for a first sample or a counter that reset."""
+        previous = self._last_at.get(key)
+        self._last_at[key] = (seconds, time_ns)
+        if previous is None or time_ns <= previous[1] or seconds < previous[0]:
+            return None
+        share = (seconds - previous[0]) / ((time_ns - previous[1]) / 1e9)
+        # A millionth is finer than the kernel's avg10 (hundredths of a percent), and 50.4 - 50
+        # over 10 s reads 0.04, not 0.039999999999999855. Scrape jitter can push it past 1.
+        return min(round(share, 6), 1.0)
 
     def _xid(
         self, code: int, previous: float | None, tags: dict[str, str], point: Point
@@ -250,6 +269,27 @@ class ForeignTranslator:
         if point.tags.get("pci_bus_id"):
             fields["device"] = point.tags["pci_bus_id"]
         return validate(Point("event", event_tags, fields, point.time_ns))
+
+
+_SCRAPER_ITSELF = ("localhost", "127.0.0.1", "::1")
+
+
+def scrape_target(tag: str, value: str) -> str:
+    """The node a Prometheus series is from: ``instance`` ("gpu-7:9100", "[fd00::7]:9100")
+    without its port, "" when it is the scraper itself; any other tag as it is.
+
+    >>> scrape_target("instance", "gpu-node-7:9100"), scrape_target("instance", "localhost:9100")
+    ('gpu-node-7', '')
+    """
+    if tag != "instance":
+        return value
+    if value.startswith("["):  # an IPv6 address with its port
+        host = value[1:].split("]", 1)[0]
+    elif value.count(":") == 1:
+        host = value.split(":", 1)[0]
+    else:  # no port, or a bare IPv6 address
+        host = value
+    return "" if host in _SCRAPER_ITSELF else host
 
 
 def _number(value: FieldValue) -> float:
@@ -277,7 +317,7 @@ def _samples(
 ) -> list[tuple[str, FieldRow | None, FieldValue]] | None:
     """``(foreign name, its row or None, value)`` for every value a point holds, whatever the
     shape; None when a metric-name point holds no value field."""
-    if table.name != "dcgm_exporter":
+    if not table.prometheus:
         out: list[tuple[str, FieldRow | None, FieldValue]] = []
         qualifiers = table.qualifiers.get(point.measurement, ())
         for name, value in point.fields.items():

@@ -73,6 +73,27 @@ NET = {"tx_bytes": "bytes_sent", "rx_bytes": "bytes_recv", "tx_packets": "packet
        "rx_packets": "packets_recv", "rx_errors": "err_in", "tx_errors": "err_out",
        "rx_dropped": "drop_in", "tx_dropped": "drop_out"}  # fmt: skip
 DISKIO = {"read_bytes": "read_bytes", "written_bytes": "write_bytes"}
+# Reflex field -> node_exporter metric (node_exporter.csv); its counters are floats.
+NODE_PRESSURE = {
+    "psi_cpu_some_avg10_ratio": "node_pressure_cpu_waiting_seconds_total",
+    "psi_memory_some_avg10_ratio": "node_pressure_memory_waiting_seconds_total",
+    "psi_memory_full_avg10_ratio": "node_pressure_memory_stalled_seconds_total",
+    "psi_io_some_avg10_ratio": "node_pressure_io_waiting_seconds_total",
+    "psi_io_full_avg10_ratio": "node_pressure_io_stalled_seconds_total",
+}
+NODE_NETWORK = {
+    "tx_bytes": "node_network_transmit_bytes_total",
+    "rx_bytes": "node_network_receive_bytes_total",
+    "tx_packets": "node_network_transmit_packets_total",
+    "rx_packets": "node_network_receive_packets_total",
+    "tx_errors": "node_network_transmit_errs_total",
+    "rx_errors": "node_network_receive_errs_total",
+    "tx_dropped": "node_network_transmit_drop_total",
+    "rx_dropped": "node_network_receive_drop_total",
+}
+NODE_DISK = {"read_bytes": "node_disk_read_bytes_total",
+             "written_bytes": "node_disk_written_bytes_total",
+             "io_time_seconds": "node_disk_io_time_seconds_total"}  # fmt: skip
 # Reflex field -> the tags of Telegraf's pressure point that carries it as avg10 (percent), from
 # telegraf_pressure.csv.
 PRESSURE = {
@@ -98,10 +119,14 @@ class ForeignWriter:
     "dcgm_v1" (one measurement per metric, field gauge/counter) or "dcgm_v2" (measurement
     prometheus, the metrics as fields). ``site`` adds a rack tag to every foreign line;
     ``host`` writes the host NICs, disks and pressure stall as Telegraf's net, diskio and
-    pressure."""
+    pressure, or (``host_source`` "node_exporter") as node_exporter's counters."""
 
-    def __init__(self, gpu: str, site: bool = False, host: bool = False) -> None:
-        self.gpu, self.site, self.host = gpu, site, host
+    def __init__(
+        self, gpu: str, site: bool = False, host: bool = False, host_source: str = "telegraf"
+    ) -> None:
+        self.gpu, self.site, self.host, self.host_source = gpu, site, host, host_source
+        self.stalled_s: dict[tuple[str, str], float] = {}  # node_exporter's PSI counters
+        self.last_host_ns: dict[str, int] = {}
         self.throttle_us: dict[tuple[str, str, int], int] = {}
         self.last_xid: dict[tuple[str, str], int] = {}
 
@@ -116,11 +141,14 @@ class ForeignWriter:
                     yield from self._gpu(point)
             elif frame.measurement == "ib_port":
                 yield from (self._ib(point) for point in frame.points())
-            elif frame.measurement in ("nic", "host_disk") and self.host:
-                yield from (self._host_counters(point) for point in frame.points())
-            elif frame.measurement == "host" and self.host:
+            elif frame.measurement in ("nic", "host_disk", "host") and self.host:
                 for point in frame.points():
-                    yield from self._pressure(point)
+                    if self.host_source == "node_exporter":
+                        yield from self._node_exporter(point)
+                    elif point.measurement == "host":
+                        yield from self._pressure(point)
+                    else:
+                        yield self._host_counters(point)
 
     def _host_tags(self, node: str) -> dict[str, str]:
         tags = {"host": node}
@@ -198,6 +226,29 @@ class ForeignWriter:
                 tags = self._host_tags(point.tags["node"]) | picked
                 yield line("pressure", tags, fields, point.time_ns)
 
+    def _node_exporter(self, point: Point) -> Iterator[str]:
+        """node_exporter's counters, as Telegraf's inputs.prometheus (metric_version = 1) on each
+        node writes them: scraping localhost, its host tag the node. Pressure is a counter of
+        stall seconds: each avg10 share times the time since the node's previous sample."""
+        tags = self._host_tags(point.tags["node"]) | {"instance": "localhost:9100"}
+        if point.measurement == "host":
+            node = point.tags["node"]
+            since = point.time_ns - self.last_host_ns.get(node, point.time_ns)
+            self.last_host_ns[node] = point.time_ns
+            for name, metric in NODE_PRESSURE.items():
+                if name in point.fields:
+                    key = (node, metric)
+                    self.stalled_s[key] = (
+                        self.stalled_s.get(key, 0.0) + float(point.fields[name]) * since / 1e9
+                    )
+                    yield line(metric, tags, {"counter": self.stalled_s[key]}, point.time_ns)
+            return
+        metrics = NODE_NETWORK if point.measurement == "nic" else NODE_DISK
+        tags = tags | {"device": point.tags["device"]}
+        for name, metric in metrics.items():
+            if name in point.fields:
+                yield line(metric, tags, {"counter": float(point.fields[name])}, point.time_ns)
+
     def _host_counters(self, point: Point) -> str:
         tags = self._host_tags(point.tags["node"])
         if point.measurement == "nic":
@@ -213,10 +264,16 @@ class ForeignWriter:
 
 
 def foreign_replay(
-    scenario: str, seconds: int, gpu: str, seed: int = 7, site: bool = False, host: bool = False
+    scenario: str,
+    seconds: int,
+    gpu: str,
+    seed: int = 7,
+    site: bool = False,
+    host: bool = False,
+    host_source: str = "telegraf",
 ) -> list[str]:
     """The first ``seconds`` of a simulated scenario as foreign lines (and the hook's)."""
-    writer = ForeignWriter(gpu, site, host)
+    writer = ForeignWriter(gpu, site, host, host_source)
     out: list[str] = []
     for number, chunk in enumerate(
         Simulation(load_scenario(scenario), seed=seed).chunks(seconds=10)

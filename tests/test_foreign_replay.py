@@ -93,3 +93,26 @@ def test_telegraf_pressure_says_why_a_host_slows_its_ranks(tmp_path: Path, host:
     assert ("host_io_pressure" in signals) == host, signals
     assert set(result.error_counts) == {"foreign_field_ignored"}
     assert carried["foreign_tag"] > 0  # nvidia_smi's pstate and name
+
+
+@pytest.mark.parametrize("host", [True, False], ids=["with-node-exporter", "gpus-only"])
+def test_dcgm_and_node_exporter_cluster_tells_a_checkpoint_and_an_io_stall(
+    tmp_path: Path, host: bool
+) -> None:
+    """The common Prometheus stack, dcgm-exporter beside node_exporter, through Telegraf: with
+    node_exporter's disk, NIC and pressure counters a long unmarked checkpoint is seen written
+    (no hang), and a host's I/O stall is named with its pressure; with dcgm-exporter alone the
+    checkpoint is a hang that names no part and the stall shows only as slow steps."""
+    scenario = tmp_path / "long_checkpoint.toml"
+    scenario.write_text(long_steps_scenario(120.0, host_disk=True))
+    lines = foreign_replay(str(scenario), 600, "dcgm_v1", host=host, host_source="node_exporter")
+    assert any(line.startswith("node_disk_written_bytes_total,") for line in lines) == host
+    result, _ = replay(lines, tmp_path / "checkpoint.lp")
+    hangs = [e for e in result.events if e.trigger == "hang"]
+    assert len(hangs) == (0 if host else 1), [e.summary for e in result.events]
+    assert set(result.error_counts) == {"foreign_field_ignored"}  # the two dcgm metrics
+    lines = foreign_replay("fault_io_stall", 420, "dcgm_v1", host=host, host_source="node_exporter")
+    result, _ = replay(lines, tmp_path / "io_stall.lp")
+    named = [e.top for e in result.events if e.top is not None]
+    assert [(top.node, top.component) for top in named][:1] == [("node-0006", "host")]
+    assert ("host_io_pressure" in {e.signal for e in named[0].evidence}) == host

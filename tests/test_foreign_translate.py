@@ -41,7 +41,7 @@ def translate(name: str) -> tuple[list[Point], list, ForeignTranslator]:
 
 
 GOLDEN_NAMES = ["telegraf_nvidia_smi", "telegraf_infiniband", "telegraf_net", "telegraf_diskio",
-                "telegraf_pressure",
+                "telegraf_pressure", "node_exporter",
                 "dcgm_v1", "dcgm_v2"]  # fmt: skip
 
 
