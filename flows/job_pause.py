@@ -13,8 +13,9 @@ which (no step comes either way). Its hardware can:
 Only the first pauses the hang detector's clock (``HangDetector.update``). Without GPU
 utilization from the agent (a job with the training hook only) nothing is credited, so such a
 job's hang fires as before. Checkpoints written over InfiniBand storage ports are not seen:
-those ports carry NCCL traffic too. On a node it shares, a job's own GPUs are judged (another
-job may be computing beside it), but the host's writes are the node's, whoever wrote them.
+those ports carry NCCL traffic too. Where the job's ranks say which GPUs they run on, only
+those are judged (another job may compute beside it on a shared node); the host's writes are
+the node's, whoever wrote them.
 
 >>> import numpy as np
 >>> from reflex_localize.schemas.frame import Frame
@@ -71,8 +72,8 @@ class WindowActivity:
         self, nodes: set[str], window_s: float, gpus: Mapping[str, set[str]] | None = None
     ) -> float | None:
         """Seconds of the window during which every GPU of the job on ``nodes`` was idle while
-        their hosts wrote; None when no GPU utilization of those nodes came in. ``gpus``: the
-        job's GPUs on a node it shares with another job (every GPU of the others)."""
+        their hosts wrote; None when no GPU utilization of those nodes came in. ``gpus``: node
+        -> the job's GPUs there (a node not in it: all its GPUs)."""
         gpus = gpus or {}
         mine = [
             run

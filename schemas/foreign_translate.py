@@ -8,10 +8,11 @@ A foreign field with no Reflex counterpart is ignored and counted, never a reaso
 point; a point that cannot become a Reflex point (no host tag, a value of the wrong type) is
 refused with a fixed code. Lines of Reflex's own measurements pass through :func:`decode`.
 
-Two converters need the previous sample of the same GPU, so a translator keeps a little memory
-(one number per GPU and field): a throttle-time counter sets its clocks-event bit while it
-advances, and dcgm-exporter's last-XID gauge gives one XID event each time it changes to a new
-non-zero code (a code already there when first seen may be days old: counted, not raised).
+Three converters need the previous sample of the same series, so a translator keeps a little
+memory (one number per GPU or node and field): a throttle-time counter sets its clocks-event bit
+while it advances, dcgm-exporter's last-XID gauge gives one XID event each time it changes to a
+new non-zero code (a code already there when first seen may be days old: counted, not raised),
+and node_exporter's stall-seconds counters give the share of time stalled between two scrapes.
 
 >>> t = ForeignTranslator(cluster="c1")
 >>> line = ("nvidia_smi,host=gpu-7,index=3,name=NVIDIA\\\\ H100\\\\ 80GB\\\\ HBM3,pstate=P0 "
