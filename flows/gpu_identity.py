@@ -62,6 +62,22 @@ class GpuIdentity(FieldsFilledOnRestore):
             if frame.measurement == "gpu_topology" and "hca" in frame.fields:
                 self._learn_rails(frame)
 
+    def learn_tagged_uuids(self, frames: list[Frame], nodes: set[str]) -> None:
+        """UUIDs from the GPU telemetry of a cluster without the agent's gpu_info: dcgm-exporter
+        labels every series ``UUID`` and Telegraf's nvidia_smi tags it ``uuid``, both carried
+        onto Reflex's gpu points. Read only for ``nodes`` (those with a rank still to place):
+        the tag is on every sample, and most windows need none of it."""
+        for frame in frames:
+            tag = next((t for t in ("UUID", "uuid") if t in frame.tags), None)
+            if frame.measurement != "gpu" or tag is None or "gpu" not in frame.tags:
+                continue
+            wanted = np.isin(frame.tags["node"], list(nodes))
+            rows = zip(frame.tags["node"][wanted].tolist(), frame.tags["gpu"][wanted].tolist(),
+                       frame.tags[tag][wanted].tolist(), strict=True)  # fmt: skip
+            for node, gpu, uuid in dict.fromkeys(rows):
+                if str(gpu).isdigit() and uuid:
+                    self.uuids.setdefault(str(node), {})[str(uuid)] = int(gpu)
+
     def _learn_uuids(self, frame: Frame) -> None:
         nodes, gpus = frame.tags["node"].tolist(), frame.tags["gpu"].tolist()
         for node, gpu, uuid in zip(nodes, gpus, np.asarray(frame.fields["uuid"]).tolist(),

@@ -125,7 +125,11 @@ class ShardState(FieldsFilledOnRestore):
             [f for m in ("gpu_info", "gpu_topology") for f in by_measurement.get(m, [])]
         )
         ended = self._learn_membership(by_measurement.get("job_membership", []))
-        self._place_renumbered(batch.end_ns)
+        if self.renumbered:  # ranks whose GPU a UUID names: the GPU telemetry may carry it
+            waiting = {info.node for job, rank in self.renumbered
+                       if (info := self.members.get(job, {}).get(rank)) is not None}  # fmt: skip
+            self.gpu_ids.learn_tagged_uuids(by_measurement.get("gpu", []), waiting)
+            self._place_renumbered(batch.end_ns)
         remember_sites(frames, self.sites, self.config.site_tags)  # for the switch rule
         signals = derive(frames, self.config.window_seconds, self.counters)
         for entity, profile in zip(

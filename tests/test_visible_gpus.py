@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from foreign_inverse import reflex_lines
+from foreign_inverse import foreign_replay, reflex_lines
 
 from reflex_localize.collectors.training_hook import TrainingHook
 from reflex_localize.flows.messages import WindowBatch
@@ -71,11 +71,14 @@ def scenario_with_slow_gpu(tmp_path: Path, gpu: int) -> str:
     return str(path)
 
 
-def renumbered(lines: list[str], how: str) -> list[str]:
+def renumbered(
+    lines: list[str], how: str, uuids: dict[tuple[str, int], str] | None = None
+) -> list[str]:
     """Each rank's membership as a process that sees only its half of the node's GPUs reports
     it: device index 0-3, with the list that says which half ("cuda": a Slurm step's indices;
-    "nvidia": a pod's UUIDs, in any order; "none": no list, as a hook before the lists)."""
-    uuids: dict[tuple[str, int], str] = {}
+    "nvidia": a pod's UUIDs, in any order; "none": no list, as a hook before the lists). The
+    UUIDs are the agent's gpu_info's unless given."""
+    uuids = dict(uuids or {})
     for line in lines:
         if line.startswith("gpu_info,"):
             point = decode(line)
@@ -141,3 +144,48 @@ def test_a_rank_named_by_uuid_is_placed_once_its_node_sends_gpu_info() -> None:
     placed = {job: sorted(i.gpu for i in ranks.values()) for job, ranks in state.members.items()}
     assert placed == {"a": [0, 1, 2, 3], "b": [4, 5, 6, 7]}
     assert not state.renumbered
+
+
+@pytest.mark.slow
+def test_without_the_agent_the_uuid_comes_from_dcgm_exporters_label(tmp_path: Path) -> None:
+    """A Kubernetes cluster of dcgm-exporter and the hook, no agent (so no gpu_info): the pods'
+    NVIDIA_VISIBLE_DEVICES name their GPUs by UUID, and dcgm-exporter labels each GPU's series
+    with it, so the slow GPU is still named by its node index."""
+    lines = foreign_replay(scenario_with_slow_gpu(tmp_path, 6), 420, "dcgm_v2")
+    assert not any(line.startswith("gpu_info,") for line in lines)
+    nodes = {f"node-{n:04d}" for n in range(1, 13)}
+    labels = {(node, g): f"GPU-{node}-{g}" for node in nodes for g in range(8)}  # as written
+    lines = renumbered(halves_swapped(lines), "nvidia", labels)
+    result = replay(lines, tmp_path / "dcgm.lp")
+    named = [(e.top.node, e.top.component, e.top.index) for e in result.events if e.top]
+    assert named[:1] == [("node-0006", "gpu", "6")]
+
+
+def halves_swapped(lines: list[str]) -> list[str]:
+    """The hook's lines with each node's first four ranks and last four trading numbers, so the
+    rank on GPU 6 is not the node's seventh rank: placing ranks by rank order, as the flow does
+    for a GPU it cannot place, would blame GPU 2, so only the UUID can name GPU 6."""
+    ranks: dict[str, list[int]] = {}
+    for line in lines:
+        if line.startswith("job_membership,"):
+            point = decode(line)
+            ranks.setdefault(point.tags["node"], []).append(int(point.tags["rank"]))
+    swap: dict[int, int] = {}
+    for held in ranks.values():
+        held = sorted(set(held))
+        half = len(held) // 2
+        swap |= dict(zip(held, held[half:] + held[:half], strict=True))
+    out = []
+    for line in lines:
+        if line.startswith(("train_step,", "job_membership,")):
+            point = decode(line)
+            tags = dict(point.tags)
+            tags["rank"] = str(swap.get(int(tags["rank"]), int(tags["rank"])))
+            line = encode(replace(point, tags=tags))
+        elif line.startswith("event,") and "source=training" in line:
+            point = decode(line)
+            fields = dict(point.fields)
+            fields["rank"] = swap.get(int(fields["rank"]), int(fields["rank"]))
+            line = encode(replace(point, fields=fields))
+        out.append(line)
+    return out
