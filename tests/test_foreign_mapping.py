@@ -22,6 +22,8 @@ SOURCES = {
     "telegraf_net.csv": "plugins/inputs/net/README.md",
     "telegraf_diskio.csv": "plugins/inputs/diskio/README.md",
     "dcgm_exporter.csv": "etc/default-counters.csv",
+    "telegraf_pressure.csv": "plugins/inputs/psi/README.md",
+    "node_exporter.csv": "collector/pressure_linux.go",
 }
 
 
@@ -74,6 +76,18 @@ def test_a_bad_row_is_refused_naming_it(overrides: dict[str, str], message: str)
         ("telegraf_infiniband.csv", "infiniband,symbol_error,,,ignore\n", "twice"),
         ("dcgm_exporter.csv", "nvidia_smi,other,,,ignore\n", "also in"),
         ("tags.csv", "nowhere,gpu,node,host,,\n", "unknown mapping"),
+        (
+            "telegraf_pressure.csv",
+            'pressure,"avg10{type=some,resource=cpu}",,,ignore\n',
+            "write its tags sorted",
+        ),
+        (
+            "telegraf_pressure.csv",
+            'pressure,"avg60{resource=cpu}",,,ignore\n',
+            "other tags than its rows",
+        ),
+        ("telegraf_pressure.csv", 'pressure,"avg60{resource}",,,ignore\n', "expected field"),
+        ("node_exporter.csv", "node_x_total,value,nic,tx_bytes,rate\n", "rate needs a float"),
     ],
 )
 def test_a_bad_table_is_refused(tmp_path: Path, table: str, append: str, message: str) -> None:
