@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.impact_model import ImpactModel
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.impact.model import ImpactModel
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.judge.job_step import JobConfig
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.shell.simulated_source import SimulatorSource

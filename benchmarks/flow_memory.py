@@ -26,12 +26,12 @@ from typing import Any
 import psutil
 from bytewax.inputs import FixedPartitionedSource
 
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.io.sources import _WindowPartition, shard_names, split_windows
+from reflex_localize.flows.judge.job_step import JobConfig
+from reflex_localize.flows.judge.shard_step import ShardConfig, ShardState
 from reflex_localize.flows.localize import _ShardLogic, job_logic
 from reflex_localize.flows.messages import ErrorRecord, JobWindow, WindowBatch
 from reflex_localize.flows.runner import run_in_process
-from reflex_localize.flows.shard_step import ShardConfig, ShardState
-from reflex_localize.flows.sources import _WindowPartition, shard_names, split_windows
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.simulator import Simulation, load_scenario
 from reflex_localize.simulator.scenario import scale_scenario

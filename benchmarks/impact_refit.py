@@ -1,5 +1,5 @@
 """What keeping the impact model's training rows costs the flow, and what a refit from a week
-of them costs (flows/impact_rows_log.py, `reflex fit-impact --rows`).
+of them costs (flows/impact/rows_log.py, `reflex fit-impact --rows`).
 
 1. The demo (256 GPUs, 10 simulated minutes) through the flow in-process, without and with the
    rows kept, alternating: the CPU time of each run and their ratio, and the bytes kept.
@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from reflex_localize.flows.impact_fit import fit_impact_passes
-from reflex_localize.flows.impact_rows_log import ImpactRowsLog, row_passes
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.impact.fit import fit_impact_passes
+from reflex_localize.flows.impact.rows_log import ImpactRowsLog, row_passes
+from reflex_localize.flows.judge.job_step import JobConfig
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.simulated_source import SimulatorSource
 

@@ -19,8 +19,8 @@ from bytewax.connectors.files import FileSource
 from bytewax.dataflow import Dataflow
 from bytewax.testing import TestingSink, run_main
 
+from reflex_localize.flows.io.sources import LineProtocolSource
 from reflex_localize.flows.runner import run_in_process
-from reflex_localize.flows.sources import LineProtocolSource
 from reflex_localize.schemas.frame_codec import encode_frame
 from reflex_localize.schemas.line_decoder import decode_block
 from reflex_localize.schemas.line_file import data_lines, line_stamp, raw_tag

@@ -27,7 +27,8 @@ SLURM_NTASKS/SLURM_LOCALID/SLURM_JOB_ID). dp/pp/tp ranks follow Megatron-LM's la
 (tensor-parallel ranks adjacent, then data-parallel, then pipeline stages) from ``tp_size`` and
 ``pp_size``. The GPU it reports is the CUDA device it uses (its local rank), with the process's
 ``CUDA_VISIBLE_DEVICES`` and ``NVIDIA_VISIBLE_DEVICES`` as they were at start, so that the flow
-can tell which of the node's GPUs that is when the job sees only some (flows/visible_gpus.py).
+can tell which of the node's GPUs that is when the job sees only some
+(flows/signals/visible_gpus.py).
 
 >>> sent = []
 >>> hook = TrainingHook(job="j1", rank=0, world_size=8, tp_size=8, sink=sent.append,

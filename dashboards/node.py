@@ -159,7 +159,7 @@ RECORD_FIELDS = ("trouble", "reasons", "xids", "last_job", "last_job_clock_mhz")
 
 def _record() -> Json:
     # Why a part is judged more quickly in this job, and the clock a drift event quotes: the
-    # flow's record across jobs (flows/node_memory.py), exported every few windows.
+    # flow's record across jobs (flows/incidents/node_memory.py), exported every few windows.
     flux = pipe(
         select(RESULTS, "reflex_record", RECORD_FIELDS, THIS_NODE),
         'pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")',

@@ -42,8 +42,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from reflex_localize.flows.impact_model_file import ImpactModelFile
-from reflex_localize.flows.sinks import FlowSinks, SinkSpec
+from reflex_localize.flows.impact.model_file import ImpactModelFile
+from reflex_localize.flows.io.sinks import FlowSinks, SinkSpec
 
 LATE_REASON = "late"  # the sources' code for a point written after its window closed
 

@@ -19,11 +19,11 @@ from bytewax.dataflow import Dataflow
 from bytewax.inputs import Source
 from bytewax.operators import StatefulLogic
 
-from reflex_localize.flows.job_step import JobConfig, JobState
+from reflex_localize.flows.io.shard_keys import state_key
+from reflex_localize.flows.io.sinks import FlowSinks
+from reflex_localize.flows.judge.job_step import JobConfig, JobState
+from reflex_localize.flows.judge.shard_step import ShardConfig, ShardState, reject_points
 from reflex_localize.flows.messages import ErrorRecord, JobWindow, WindowBatch
-from reflex_localize.flows.shard_keys import state_key
-from reflex_localize.flows.shard_step import ShardConfig, ShardState, reject_points
-from reflex_localize.flows.sinks import FlowSinks
 
 Routed = tuple[str, Any]  # (route, item): route is "event", "points", "error" or a job name
 
@@ -120,7 +120,7 @@ def build_flow(
     flow = Dataflow("reflex-localize")
     batches = op.input("telemetry", flow, source)
     # WindowBatch: one per shard and window, in window order per shard. Keyed so that Bytewax
-    # keeps each shard's state on the worker that reads it (flows/shard_keys.py).
+    # keeps each shard's state on the worker that reads it (flows/io/shard_keys.py).
     by_shard = op.key_on(
         "key_by_shard", batches, lambda b: state_key(b.shard, b.n_shards, shard_keys)
     )

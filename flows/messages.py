@@ -134,15 +134,15 @@ class JobWindow(FieldsFilledOnRestore):  # a snapshot's pending windows may pred
     n_shards: int = 1
     # Nodes that sent the agent's telemetry (every window while it runs); None: all alive ones.
     agent_nodes: list[str] | None = None
-    # Parts of the job's nodes with a record from earlier (flows/node_memory.py):
+    # Parts of the job's nodes with a record from earlier (flows/incidents/node_memory.py):
     # entity -> (trouble now, what fed it).
     records: dict[str, tuple[float, str]] = field(default_factory=dict)
     # GPU entity -> the NIC entity of its rail, where the agent wrote gpu_topology.
     rails: dict[str, str] = field(default_factory=dict)
     # Node -> its site tags (rack, switch, a site's own), where the telemetry carried them.
     sites: dict[str, dict[str, str]] = field(default_factory=dict)
-    # GPU entity -> (its SM clock in the last job it served, that job): flows/busy_clocks.py.
+    # GPU entity -> (its SM clock in the last job it served, that job): flows/judge/busy_clocks.py.
     past_clocks: dict[str, tuple[float, str]] = field(default_factory=dict)
     # Seconds of the window its GPUs sat idle while its hosts wrote (a checkpoint the hook did
-    # not mark, flows/job_pause.py); None: no GPU utilization came from its nodes.
+    # not mark, flows/signals/job_pause.py); None: no GPU utilization came from its nodes.
     paused_s: float | None = None

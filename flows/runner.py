@@ -10,11 +10,11 @@ from typing import Any
 from bytewax.inputs import Source
 from bytewax.testing import run_main
 
-from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.io.sinks import callback_sinks
+from reflex_localize.flows.judge.job_step import JobConfig
 from reflex_localize.flows.localize import build_flow
 from reflex_localize.flows.messages import ErrorRecord
-from reflex_localize.flows.sinks import callback_sinks
 from reflex_localize.schemas.codec import Point
 
 

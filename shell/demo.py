@@ -19,10 +19,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.io.sinks import error_json, event_json
+from reflex_localize.flows.io.sources import MemorySource
 from reflex_localize.flows.runner import RunResult, run_in_process
-from reflex_localize.flows.sinks import error_json, event_json
-from reflex_localize.flows.sources import MemorySource
 from reflex_localize.influx.config import InfluxSettings
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.shell.cli_checks import (

@@ -10,8 +10,8 @@ from typing import Any
 
 from rich.console import Console
 
-from reflex_localize.flows.influx_sink import InfluxSink, event_points
-from reflex_localize.flows.influx_source import QUERY_TIMEOUT_S, InfluxSource
+from reflex_localize.flows.io.influx_sink import InfluxSink, event_points
+from reflex_localize.flows.io.influx_source import QUERY_TIMEOUT_S, InfluxSource
 from reflex_localize.flows.runner import RunResult, run_in_process
 from reflex_localize.influx.config import InfluxSettings
 from reflex_localize.influx.writer import Writer

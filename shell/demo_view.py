@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.incidents.events import LocalizationEvent
 from reflex_localize.schemas.codec import Point
 
 

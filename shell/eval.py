@@ -18,9 +18,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from reflex_localize.flows.impact_model import ImpactModel
-from reflex_localize.flows.job_step import MODES
-from reflex_localize.flows.weights import load_weights
+from reflex_localize.flows.impact.model import ImpactModel
+from reflex_localize.flows.judge.job_step import MODES
+from reflex_localize.flows.judge.weights import load_weights
 from reflex_localize.shell.eval_harness import (
     LabelMatch,
     PairRow,

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.impact_model import ImpactModel
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.impact.model import ImpactModel
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.judge.job_step import JobConfig
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.simulated_source import SimulatorSource
 

@@ -9,9 +9,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.job_step import default_weights
-from reflex_localize.flows.weights import FEATURES, save_weights
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.judge.job_step import default_weights
+from reflex_localize.flows.judge.weights import FEATURES, save_weights
 from reflex_localize.shell.cli_checks import (
     INPUT_FILE,
     NOT_NEGATIVE,

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.job_step import JobConfig, default_weights
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.judge.job_step import JobConfig, default_weights
+from reflex_localize.flows.judge.weights import FEATURES
 from reflex_localize.flows.runner import run_in_process
-from reflex_localize.flows.weights import FEATURES
 from reflex_localize.shell.simulated_source import SimulatorSource
 
 WEIGHT_FLOOR = 0.05

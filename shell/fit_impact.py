@@ -26,10 +26,10 @@ from pathlib import Path
 
 import click
 
-from reflex_localize.flows.impact_fit import RowPasses, fit_impact_passes
-from reflex_localize.flows.impact_model import ImpactModel
-from reflex_localize.flows.impact_rows_log import row_passes
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.impact.fit import RowPasses, fit_impact_passes
+from reflex_localize.flows.impact.model import ImpactModel
+from reflex_localize.flows.impact.rows_log import row_passes
+from reflex_localize.flows.judge.job_step import JobConfig
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.cli_checks import DURATION, NOT_NEGATIVE, OUTPUT_FILE, scenario_problem
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
@@ -48,7 +48,7 @@ def rows_from_scenarios(names: list[str], seed: int) -> Rows:
 
 
 def rows_from_influx(influx: InfluxOptions, start_ns: int, stop_ns: int) -> Rows:
-    from reflex_localize.flows.influx_source import QUERY_TIMEOUT_S, InfluxSource
+    from reflex_localize.flows.io.influx_source import QUERY_TIMEOUT_S, InfluxSource
 
     settings = influx.require("reading history from InfluxDB")
     source = InfluxSource(

@@ -31,7 +31,7 @@ from typing import Any
 
 import click
 
-from reflex_localize.flows.shard_keys import SCHEMES
+from reflex_localize.flows.io.shard_keys import SCHEMES
 from reflex_localize.influx.local_server import free_port
 from reflex_localize.shell.cli_checks import (
     AT_LEAST_ONE,
@@ -110,13 +110,13 @@ def _model_file(loader: Callable[[Path], object]) -> Callable[..., Path | None]:
 
 
 def _load_impact(path: Path) -> object:
-    from reflex_localize.flows.impact_model import ImpactModel
+    from reflex_localize.flows.impact.model import ImpactModel
 
     return ImpactModel.load(path)
 
 
 def _load_weights(path: Path) -> object:
-    from reflex_localize.flows.weights import load_weights
+    from reflex_localize.flows.judge.weights import load_weights
 
     return load_weights(path)
 

@@ -19,8 +19,8 @@ from bytewax.inputs import Source
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from reflex_localize.flows.flow_metrics import FlowMetrics, metered_sinks, metered_source
-from reflex_localize.flows.impact_model_file import ImpactModelFile
-from reflex_localize.flows.sinks import FlowSinks
+from reflex_localize.flows.impact.model_file import ImpactModelFile
+from reflex_localize.flows.io.sinks import FlowSinks
 from reflex_localize.influx.health_server import HealthServer, parse_address
 
 ENV_ADDRESS = "REFLEX_HEALTH_ADDRESS"

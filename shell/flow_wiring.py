@@ -7,7 +7,7 @@
 * ``REFLEX_SHARDS``: partitions of nodes (default 4). Keep it fixed for a deployment: a node's
   state lives in its shard.
 * ``REFLEX_SHARD_KEYS``: ``placed`` (default) or ``names``, how the shard step's states are
-  keyed (:mod:`reflex_localize.flows.shard_keys`; ``names`` for a recovery directory written
+  keyed (:mod:`reflex_localize.flows.io.shard_keys`; ``names`` for a recovery directory written
   before placed keys).
 * ``REFLEX_SINK``: ``files`` (default) or ``influx`` (results bucket ``REFLEX_RESULTS_BUCKET``,
   default ``reflex``; spool in ``REFLEX_OUT/spool``).
@@ -26,14 +26,14 @@ from pathlib import Path
 from bytewax.dataflow import Dataflow
 from bytewax.inputs import Source
 
-from reflex_localize.flows.impact_model_file import ImpactModelFile
-from reflex_localize.flows.impact_rows_log import ImpactRowsLog
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.impact.model_file import ImpactModelFile
+from reflex_localize.flows.impact.rows_log import ImpactRowsLog
+from reflex_localize.flows.io.shard_keys import SCHEMES
+from reflex_localize.flows.io.sinks import FlowSinks, file_sinks
+from reflex_localize.flows.io.sources import LineProtocolSource
+from reflex_localize.flows.judge.job_step import JobConfig
+from reflex_localize.flows.judge.weights import load_weights
 from reflex_localize.flows.localize import build_flow
-from reflex_localize.flows.shard_keys import SCHEMES
-from reflex_localize.flows.sinks import FlowSinks, file_sinks
-from reflex_localize.flows.sources import LineProtocolSource
-from reflex_localize.flows.weights import load_weights
 from reflex_localize.influx.config import InfluxSettings, load_config
 from reflex_localize.shell.flow_health import process_index, with_health
 from reflex_localize.shell.logging_setup import configure_from_env
@@ -77,7 +77,7 @@ def sinks_from_env() -> FlowSinks:
 
 
 def _influx_source(shards: int, window_seconds: float) -> Source:
-    from reflex_localize.flows.influx_source import QUERY_TIMEOUT_S, InfluxSource
+    from reflex_localize.flows.io.influx_source import QUERY_TIMEOUT_S, InfluxSource
 
     influx = _influx_settings()
     start, stop = os.environ.get("REFLEX_START_NS"), os.environ.get("REFLEX_STOP_NS")
@@ -93,7 +93,7 @@ def _influx_source(shards: int, window_seconds: float) -> Source:
 
 
 def _influx_sinks(out: Path) -> FlowSinks:
-    from reflex_localize.flows.influx_sink import influx_sinks
+    from reflex_localize.flows.io.influx_sink import influx_sinks
 
     results_bucket = os.environ.get("REFLEX_RESULTS_BUCKET", "reflex")
     return influx_sinks(dataclasses.replace(_influx_settings(), bucket=results_bucket), out)

@@ -8,13 +8,13 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.io.sinks import event_json
+from reflex_localize.flows.io.sources import LineProtocolSource
+from reflex_localize.flows.judge.job_step import JobConfig
+from reflex_localize.flows.judge.weights import load_weights
 from reflex_localize.flows.messages import ErrorRecord
 from reflex_localize.flows.runner import run_in_process
-from reflex_localize.flows.sinks import event_json
-from reflex_localize.flows.sources import LineProtocolSource
-from reflex_localize.flows.weights import load_weights
 from reflex_localize.shell.cli_checks import (
     INPUT_FILE,
     NOT_NEGATIVE,

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from reflex_localize.flows.push_source import PushSource
+from reflex_localize.flows.io.push_source import PushSource
 from reflex_localize.influx.config import InfluxSettings, read_token_file
 
 

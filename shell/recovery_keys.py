@@ -2,7 +2,7 @@
 would leave the saved shard states (baselines, node records) behind.
 
 Reflex keys the shard step's states so that Bytewax keeps each on the worker that reads its
-shard (:mod:`reflex_localize.flows.shard_keys`). A recovery directory written before then
+shard (:mod:`reflex_localize.flows.io.shard_keys`). A recovery directory written before then
 holds them under the shards' bare names; a flow keyed the new way would start every shard
 afresh and silently drop those records. ``reflex flow`` reads the directory's Bytewax
 partitions (SQLite) before it starts and refuses such a directory unless told

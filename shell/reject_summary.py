@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.incidents.events import LocalizationEvent
 from reflex_localize.flows.messages import ErrorRecord
 from reflex_localize.shell.logging_setup import ENV_FORMAT
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.incidents.events import LocalizationEvent
 from reflex_localize.shell.cli_checks import (
     INPUT_FILE,
     OUTPUT_FOLDER,

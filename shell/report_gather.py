@@ -5,7 +5,7 @@ baseline, the explicit errors to mark, the events its nodes (and, for an explici
 whole job) logged, and the cascade the telemetry shows after the root; without a suspect, or
 with nothing to plot, the job's step time per pipeline stage.
 
->>> from reflex_localize.flows.events import LocalizationEvent
+>>> from reflex_localize.flows.incidents.events import LocalizationEvent
 >>> from reflex_localize.shell.report_sources import FrameSource
 >>> event = LocalizationEvent("e1", 10**18, "sim", "job-1", "regression", "info", 0.6, [],
 ...                           "no hardware action", "imbalance")
@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from reflex_localize.flows.events import Evidence, LocalizationEvent, Suspect
-from reflex_localize.flows.signals import SIGNALS, STEP_SIGNAL
+from reflex_localize.flows.incidents.events import Evidence, LocalizationEvent, Suspect
+from reflex_localize.flows.signals.derive import SIGNALS, STEP_SIGNAL
 from reflex_localize.shell.report_sources import TimelineSource
 from reflex_localize.shell.report_timeline import (
     LoggedEvent,

@@ -9,7 +9,7 @@ kmsg text, summary, action) is HTML-escaped. What it shows is gathered by
 :mod:`~reflex_localize.shell.report_gather` and drawn by
 :mod:`~reflex_localize.shell.report_plot`.
 
->>> from reflex_localize.flows.events import LocalizationEvent
+>>> from reflex_localize.flows.incidents.events import LocalizationEvent
 >>> from reflex_localize.shell.report_sources import FrameSource
 >>> import tempfile, pathlib
 >>> event = LocalizationEvent("e1", 10**18, "sim", "job<1>", "regression", "info", 0.6, [],
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reflex_localize.flows.events import LocalizationEvent, Suspect
+from reflex_localize.flows.incidents.events import LocalizationEvent, Suspect
 from reflex_localize.shell.report_gather import (
     BUCKET_S,
     ObservedCascade,

@@ -2,7 +2,7 @@
 its peers' median and p10-p90 band, its own baseline) or for the job's step time per pipeline
 stage, with the onset, the event and the explicit errors marked.
 
->>> from reflex_localize.flows.events import LocalizationEvent
+>>> from reflex_localize.flows.incidents.events import LocalizationEvent
 >>> from reflex_localize.shell.report_gather import gather
 >>> from reflex_localize.shell.report_sources import FrameSource
 >>> event = LocalizationEvent("e1", 10**18, "sim", "job-1", "regression", "info", 0.6, [],

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reflex_localize.flows.signals import SIGNALS, STEP_SIGNAL, CounterMemory, derive
+from reflex_localize.flows.signals.derive import SIGNALS, STEP_SIGNAL, CounterMemory, derive
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.shell.report_sources import TimelineSource
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from reflex_localize.flows.sources import ChunkSource, split_windows
+from reflex_localize.flows.io.sources import ChunkSource, split_windows
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.simulator import Simulation, load_scenario, scale_scenario
 

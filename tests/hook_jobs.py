@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from reflex_localize.flows.sources import MemorySource, split_windows
+from reflex_localize.flows.io.sources import MemorySource, split_windows
 from reflex_localize.schemas.codec import FieldValue, Point
 from reflex_localize.schemas.frame import Frame, frames_from_points
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.judge.job_step import JobConfig
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.simulated_source import SimulatorSource
 from reflex_localize.simulator import Simulation, family_scenarios, load_scenario

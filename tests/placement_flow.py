@@ -9,8 +9,8 @@ import bytewax.operators as op
 from bytewax.dataflow import Dataflow
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
-from reflex_localize.flows.shard_keys import shard_key
-from reflex_localize.flows.sources import shard_names
+from reflex_localize.flows.io.shard_keys import shard_key
+from reflex_localize.flows.io.sources import shard_names
 
 SHARDS = int(os.environ.get("PLACEMENT_SHARDS", "4"))
 

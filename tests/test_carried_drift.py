@@ -1,5 +1,6 @@
-"""A GPU that comes into a job already slow (flows/busy_clocks.py, flows/rank_drift.py): its
-clock in the last job it served is its history, where this job has none.
+"""A GPU that comes into a job already slow (flows/judge/busy_clocks.py,
+flows/judge/rank_drift.py): its clock in the last job it served is its history, where this
+job has none.
 
 The flow test runs a memory_matters scenario written apart from the detector: node-0002 serves
 job a healthy, and GPU 2 runs 2.5% slow (no throttle reason) from job b's first step, inside
@@ -11,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 from memory_family_runs import run_memory_family
 
-from reflex_localize.flows.busy_clocks import BusyClocks, window_clocks
-from reflex_localize.flows.rank_drift import HOLD_S, Drift, RankDrift
-from reflex_localize.flows.signals import SIGNAL_NAMES
+from reflex_localize.flows.judge.busy_clocks import BusyClocks, window_clocks
+from reflex_localize.flows.judge.rank_drift import HOLD_S, Drift, RankDrift
+from reflex_localize.flows.signals.derive import SIGNAL_NAMES
 
 STEP_NS = 8 * 10**9
 CLOCK = 1950.0

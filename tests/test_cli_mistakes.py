@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.sinks import event_json
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.io.sinks import event_json
 from reflex_localize.influx.local_server import free_port
 from reflex_localize.shell.cli import main
 

@@ -29,8 +29,8 @@ from reflex_localize.collectors.base import Collector
 from reflex_localize.collectors.gpu import GpuCollector
 from reflex_localize.collectors.nvml_fake import FakeNvml
 from reflex_localize.collectors.sinks import WriterSink
-from reflex_localize.flows.influx_source import LATE_REASON, InfluxSource
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.io.influx_source import LATE_REASON, InfluxSource
+from reflex_localize.flows.judge.job_step import JobConfig
 from reflex_localize.flows.runner import RunResult, run_in_process
 from reflex_localize.influx.clock_offset import ClockOffset
 from reflex_localize.influx.local_server import InfluxServer

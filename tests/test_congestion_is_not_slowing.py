@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reflex_localize.flows.job_evidence import BACK_PRESSURE, EvidenceBook
-from reflex_localize.flows.job_step import JobConfig, JobState
+from reflex_localize.flows.judge.job_evidence import BACK_PRESSURE, EvidenceBook
+from reflex_localize.flows.judge.job_step import JobConfig, JobState
 
 SENDER = "node-0001|nic|mlx5_0/1"
 RECEIVER = "node-0017|nic|mlx5_0/1"

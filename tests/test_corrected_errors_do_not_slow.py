@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reflex_localize.flows.job_step import JobConfig, JobState
+from reflex_localize.flows.judge.job_step import JobConfig, JobState
 from reflex_localize.flows.messages import ExplicitEvent
 
 HOUR_NS = 3600 * 10**9

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from reflex_localize.flows.sinks import read_events
+from reflex_localize.flows.io.sinks import read_events
 from reflex_localize.shell.cli import main
 
 

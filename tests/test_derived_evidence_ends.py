@@ -7,7 +7,7 @@ named for it."""
 
 from __future__ import annotations
 
-from reflex_localize.flows.job_evidence import BACK_PRESSURE, EvidenceBook
+from reflex_localize.flows.judge.job_evidence import BACK_PRESSURE, EvidenceBook
 
 SENDER = "node-0001|nic|mlx5_5/1"
 RECEIVER = "node-0017|nic|mlx5_5/1"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.job_evidence import EvidenceBook
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.judge.job_evidence import EvidenceBook
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.simulated_source import SimulatorSource
 from reflex_localize.simulator import Simulation, load_scenario

@@ -10,8 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from reflex_localize.flows.detectors import CompoundScore, LongitudinalBaseline, peer_deviation
-from reflex_localize.flows.triggers import StepRegression
+from reflex_localize.flows.judge.detectors import (
+    CompoundScore,
+    LongitudinalBaseline,
+    peer_deviation,
+)
+from reflex_localize.flows.judge.triggers import StepRegression
 
 ENTITIES = np.array([f"node-{i:03d}|gpu|0" for i in range(32)], dtype=object)
 FLOORS = np.array([0.5, 0.5])

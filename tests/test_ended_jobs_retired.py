@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from reflex_localize.flows.job_step import JobState
-from reflex_localize.flows.sinks import read_events
+from reflex_localize.flows.io.sinks import read_events
+from reflex_localize.flows.judge.job_step import JobState
 from reflex_localize.schemas.frame_codec import encode_frame
 from reflex_localize.shell.recovery_keys import JOB_STEP, latest_snapshots
 from reflex_localize.simulator import Simulation

@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from reflex_localize.flows.signals import entity_groups, factorize
+from reflex_localize.flows.signals.derive import entity_groups, factorize
 from reflex_localize.schemas.frame import Frame
 
 TAGS = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reflex_localize.flows.impact_model import ImpactModel
+from reflex_localize.flows.impact.model import ImpactModel
 from reflex_localize.shell.eval import _run_family
 from reflex_localize.shell.progress import ProgressBar
 

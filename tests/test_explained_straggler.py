@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
-from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.job_evidence import peer_groups
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.judge.job_evidence import peer_groups
+from reflex_localize.flows.judge.job_step import JobConfig
+from reflex_localize.flows.judge.step_peers import StepPeers
 from reflex_localize.flows.messages import RankInfo
 from reflex_localize.flows.runner import run_in_process
-from reflex_localize.flows.step_peers import StepPeers
 from reflex_localize.shell.simulated_source import SimulatorSource
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"

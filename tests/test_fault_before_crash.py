@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.incidents.events import LocalizationEvent
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.simulated_source import SimulatorSource
 

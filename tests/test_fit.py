@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from reflex_localize.flows.events import Evidence, LocalizationEvent, Suspect
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.incidents.events import Evidence, LocalizationEvent, Suspect
+from reflex_localize.flows.judge.job_step import JobConfig
+from reflex_localize.flows.judge.weights import FEATURES, load_weights, save_weights
 from reflex_localize.flows.runner import run_in_process
-from reflex_localize.flows.weights import FEATURES, load_weights, save_weights
 from reflex_localize.shell.fit_harness import (
     TrainingSet,
     examples_from_feedback,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from reflex_localize.flows.impact_model import ImpactModel
+from reflex_localize.flows.impact.model import ImpactModel
 from reflex_localize.shell.fit_impact import command
 
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "nvlink_errors_from_start.toml"

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 from test_flow_influx import write_lines
 
-from reflex_localize.flows.impact_fit import fit_impact
-from reflex_localize.flows.impact_model import ImpactModel
+from reflex_localize.flows.impact.fit import fit_impact
+from reflex_localize.flows.impact.model import ImpactModel
 from reflex_localize.influx.local_server import InfluxServer
 from reflex_localize.schemas.frame_codec import encode_frame
 from reflex_localize.shell.fit_impact import command, rows_from_scenarios

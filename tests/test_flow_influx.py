@@ -12,8 +12,8 @@ from conftest import bucket_point_count, query_count
 from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 
-from reflex_localize.flows.influx_sink import InfluxSink, event_points
-from reflex_localize.flows.influx_source import (
+from reflex_localize.flows.io.influx_sink import InfluxSink, event_points
+from reflex_localize.flows.io.influx_source import (
     LATE_REASON,
     InfluxSource,
     InfluxSourceError,

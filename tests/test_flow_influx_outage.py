@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from reflex_localize.flows.sinks import read_events
+from reflex_localize.flows.io.sinks import read_events
 from reflex_localize.influx.local_server import InfluxServer, start_influxdb
 from reflex_localize.influx.writer import Writer
 from reflex_localize.schemas.frame import Frame

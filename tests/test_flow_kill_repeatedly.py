@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_flow_recovery import baseline_counts, finish, flow
 
-from reflex_localize.flows.sinks import read_events
+from reflex_localize.flows.io.sinks import read_events
 
 pytestmark = pytest.mark.slow
 KILLS = 10

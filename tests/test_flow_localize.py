@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from bytewax.testing import TestingSink, TestingSource, run_main
 
-from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.io.sinks import FlowSinks, SinkSpec
+from reflex_localize.flows.io.sources import LineProtocolSource, split_windows
 from reflex_localize.flows.localize import build_flow
 from reflex_localize.flows.messages import WindowBatch
 from reflex_localize.flows.runner import run_in_process
-from reflex_localize.flows.sinks import FlowSinks, SinkSpec
-from reflex_localize.flows.sources import LineProtocolSource, split_windows
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.shell.simulated_source import SimulatorSource
 from reflex_localize.simulator import Simulation, load_scenario

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from xid79_capture import xid79_chunks
 
-from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.sinks import read_events
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.io.sinks import read_events
 from reflex_localize.influx.local_server import free_port
 
 pytestmark = pytest.mark.slow
@@ -55,7 +55,7 @@ def test_a_cluster_of_processes_addressed_like_hosts(tmp_path: Path) -> None:
 
 
 def test_two_processes_replaying_a_file_find_the_events_of_one(tmp_path: Path) -> None:
-    """Each process decodes only its shard's lines of the capture (flows/sources.py)."""
+    """Each process decodes only its shard's lines of the capture (flows/io/sources.py)."""
     capture = tmp_path / "capture.lp"
     capture.write_text("".join(line + "\n" for chunk in xid79_chunks(360) for line in chunk))
     finish(flow(tmp_path / "one", source=f"file:{capture}"))
@@ -67,7 +67,7 @@ def test_two_processes_replaying_a_file_find_the_events_of_one(tmp_path: Path) -
 
 def test_two_processes_carry_a_gpus_clock_from_one_job_to_the_next(tmp_path: Path) -> None:
     """A GPU's clock in its last job lives in the shard that owns its node
-    (flows/busy_clocks.py): with two processes the next job's drift is told the same."""
+    (flows/judge/busy_clocks.py): with two processes the next job's drift is told the same."""
     scenario = Path(__file__).parents[1] / "simulator/scenarios/families/memory_matters"
     source = f"sim:{scenario / 'gpu_drift_from_job_b_start_2s.toml'}:7"
     finish(flow(tmp_path / "one", source=source))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reflex_localize.flows.sinks import read_events
+from reflex_localize.flows.io.sinks import read_events
 from reflex_localize.schemas.codec import decode
 
 pytestmark = pytest.mark.slow

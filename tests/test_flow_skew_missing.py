@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from reflex_localize.flows.io.sources import MemorySource, split_windows
 from reflex_localize.flows.runner import run_in_process
-from reflex_localize.flows.sources import MemorySource, split_windows
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.simulator import Simulation, load_scenario
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from reflex_localize.flows.judge.shard_step import ShardConfig, ShardState
 from reflex_localize.flows.messages import WindowBatch
-from reflex_localize.flows.shard_step import ShardConfig, ShardState
 from reflex_localize.schemas.contract import SchemaError, load_schema
 from reflex_localize.schemas.foreign_mapping import _DIR, load_foreign_mapping, parse_field_row
 from reflex_localize.schemas.foreign_translate import ForeignTranslator

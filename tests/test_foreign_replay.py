@@ -18,8 +18,8 @@ import pytest
 from foreign_inverse import foreign_replay
 from test_hang_event_says_why import long_steps_scenario
 
+from reflex_localize.flows.io.sources import LineProtocolSource
 from reflex_localize.flows.runner import RunResult, run_in_process
-from reflex_localize.flows.sources import LineProtocolSource
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ from hook_jobs import HookJob
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reflex_localize.flows.io.sources import LineProtocolSource
 from reflex_localize.flows.runner import run_in_process
-from reflex_localize.flows.sources import LineProtocolSource
 from reflex_localize.schemas.codec import encode
 
 YEAR_NS = 365 * 86_400 * 10**9

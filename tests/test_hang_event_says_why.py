@@ -4,7 +4,7 @@ suspect says how long the job stalled and which patience ran out.
 The soak's one false event (seed 411) was a job of 25 s steps whose first unmarked 45 s
 checkpoint stalled it 90 s against a patience of 81 s. During a checkpoint every GPU of the job
 idles while its hosts write; a stuck collective keeps the waiting GPUs spinning
-(flows/job_pause.py). Where the agent sends no GPU utilization (a job with the training hook
+(flows/signals/job_pause.py). Where the agent sends no GPU utilization (a job with the training hook
 only) the stall cannot be told apart and the hang fires, saying what it measured."""
 
 from __future__ import annotations

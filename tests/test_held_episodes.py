@@ -8,7 +8,7 @@ its burst ended (memory_matters' recurring_fail_slow_moves_25s)."""
 
 from __future__ import annotations
 
-from reflex_localize.flows.job_step import JobConfig, JobState
+from reflex_localize.flows.judge.job_step import JobConfig, JobState
 
 WINDOW_NS = 10 * 10**9
 GPU = "node-0006|gpu|1"

@@ -1,7 +1,7 @@
 """A replay with hostile lines: stamps from the future, in the wrong unit, duplicated, garbled.
 The fault in the valid part is still found, and every bad line is counted under a fixed code.
 
-Before the window clock learned to distrust single lines (flows/stream_clock.py), two lines
+Before the window clock learned to distrust single lines (flows/io/stream_clock.py), two lines
 stamped 50 years ahead dropped 300k lines as late, missed the XID 79 and raised a false hang
 dated 2075.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from reflex_localize.flows.io.sources import LineProtocolSource
 from reflex_localize.flows.runner import RunResult, run_in_process
-from reflex_localize.flows.sources import LineProtocolSource
 from reflex_localize.schemas.frame_codec import encode_frame
 from reflex_localize.simulator import Simulation, load_scenario
 

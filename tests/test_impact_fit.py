@@ -1,4 +1,4 @@
-"""The streamed impact fit (flows/impact_fit.py) finds the minimum scikit-learn's non-negative
+"""The streamed impact fit (flows/impact/fit.py) finds the minimum scikit-learn's non-negative
 ridge finds when run to a tight tolerance, whatever the chunking, with weighted rows."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from sklearn.linear_model import Ridge
 
-from reflex_localize.flows import impact_fit
-from reflex_localize.flows.impact_fit import Row, design, fit_impact_passes
-from reflex_localize.flows.impact_model import clipped_slowdown
+from reflex_localize.flows.impact import fit as impact_fit
+from reflex_localize.flows.impact.fit import Row, design, fit_impact_passes
+from reflex_localize.flows.impact.model import clipped_slowdown
 
 SIGNALS = ["ecc_corrected_rate", "throttle_thermal", "sm_clock_low", "host_cpu_pressure"]
 TRUE_COST = {"ecc_corrected_rate": 0.02, "throttle_thermal": 0.01, "sm_clock_low": 0.0}

@@ -17,9 +17,9 @@ from click.testing import CliRunner
 from prometheus_client import CollectorRegistry, generate_latest
 
 from reflex_localize.flows.flow_metrics import FlowMetrics
-from reflex_localize.flows.impact_model import ImpactModel
-from reflex_localize.flows.impact_model_file import ImpactModelFile
-from reflex_localize.flows.job_step import JobConfig, JobState
+from reflex_localize.flows.impact.model import ImpactModel
+from reflex_localize.flows.impact.model_file import ImpactModelFile
+from reflex_localize.flows.judge.job_step import JobConfig, JobState
 from reflex_localize.flows.localize import job_logic
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.fit_impact import command as fit_impact

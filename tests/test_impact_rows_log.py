@@ -1,4 +1,4 @@
-"""The rows the live flow keeps for the next refit (flows/impact_rows_log.py): a refit over them
+"""The rows the live flow keeps for the next refit (flows/impact/rows_log.py): a refit over them
 learns what a refit over the same telemetry learns, without reading InfluxDB back."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reflex_localize.flows.impact_fit import fit_impact
-from reflex_localize.flows.impact_model import ImpactModel
-from reflex_localize.flows.impact_rows_log import ImpactRowsLog, read_rows
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.impact.fit import fit_impact
+from reflex_localize.flows.impact.model import ImpactModel
+from reflex_localize.flows.impact.rows_log import ImpactRowsLog, read_rows
+from reflex_localize.flows.judge.job_step import JobConfig
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.fit_impact import command, rows_from_scenarios
 from reflex_localize.shell.simulated_source import SimulatorSource

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.incidents.events import LocalizationEvent
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.simulated_source import SimulatorSource
 from reflex_localize.simulator import Simulation, load_scenario

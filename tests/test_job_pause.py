@@ -1,12 +1,12 @@
-"""What counts as a job writing a checkpoint (flows/job_pause.py): every GPU idle and the hosts
-writing. A stuck collective (waiting GPUs spin), a hang in host code (idle, nothing written) and
-a job whose telemetry has no utilization are not credited."""
+"""What counts as a job writing a checkpoint (flows/signals/job_pause.py): every GPU idle and
+the hosts writing. A stuck collective (waiting GPUs spin), a hang in host code (idle, nothing
+written) and a job whose telemetry has no utilization are not credited."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from reflex_localize.flows.job_pause import WindowActivity
+from reflex_localize.flows.signals.job_pause import WindowActivity
 from reflex_localize.schemas.frame import Frame
 
 SECONDS = np.arange(10)

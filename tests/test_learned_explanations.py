@@ -1,8 +1,8 @@
 """A state the fleet learned slows a rank explains a rank slow from the job's first step.
 
-The explained-straggler rule (flows/explained_straggler.py) knows a fixed list of states that
+The explained-straggler rule (flows/judge/explained_straggler.py) knows a fixed list of states that
 slow a rank; NVLink CRC errors are not on it, since most links that show a few slow nothing.
-A fleet whose own history (the unlabelled impact model, flows/impact_model.py) says that they
+A fleet whose own history (the unlabelled impact model, flows/impact/model.py) says that they
 do cost its ranks can tell such a rank, and only where what the part shows predicts at least
 half of the rank's excess. Before, `node_compound`'s from-the-start compound (written apart
 from the detector) was missed in every mode with every model: 0 of 3 runs.
@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from reflex_localize.flows.explained_straggler import (
+from reflex_localize.flows.impact.model import ImpactModel
+from reflex_localize.flows.judge.explained_straggler import (
     explaining_part,
     learned_enough,
     learned_slowing,
 )
-from reflex_localize.flows.impact_model import ImpactModel
-from reflex_localize.flows.job_evidence import SLOWING_STATES
-from reflex_localize.flows.job_step import JobConfig
+from reflex_localize.flows.judge.job_evidence import SLOWING_STATES
+from reflex_localize.flows.judge.job_step import JobConfig
+from reflex_localize.flows.judge.step_peers import StepFinding
 from reflex_localize.flows.messages import RankInfo
 from reflex_localize.flows.runner import run_in_process
-from reflex_localize.flows.step_peers import StepFinding
 from reflex_localize.shell.simulated_source import SimulatorSource
 
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "nvlink_errors_from_start.toml"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from fuzz_support import fuzz_input
 
+from reflex_localize.flows.io.sources import LineProtocolSource, line_owner
 from reflex_localize.flows.messages import ErrorRecord
-from reflex_localize.flows.sources import LineProtocolSource, line_owner
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.schemas.frame_codec import encode_frame
 from reflex_localize.schemas.line_file import line_stamp

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reflex_localize.flows.loss_divergence import diverging_ranks
+from reflex_localize.flows.judge.loss_divergence import diverging_ranks
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.simulated_source import SimulatorSource
 from reflex_localize.simulator import Simulation, load_scenario

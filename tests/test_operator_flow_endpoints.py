@@ -23,9 +23,9 @@ from prometheus_client import CollectorRegistry
 from xid79_capture import xid79_chunks
 
 from reflex_localize.flows.flow_metrics import FlowMetrics, metered_sinks, metered_source
+from reflex_localize.flows.io.sinks import callback_sinks
+from reflex_localize.flows.io.sources import LineProtocolSource
 from reflex_localize.flows.localize import build_flow
-from reflex_localize.flows.sinks import callback_sinks
-from reflex_localize.flows.sources import LineProtocolSource
 from reflex_localize.influx.health_server import HealthServer
 from reflex_localize.influx.local_server import free_port
 from reflex_localize.shell.flow_health import with_health

@@ -1,4 +1,4 @@
-"""A replay that takes plain lines a run at a time (flows/plain_runs.py) gives exactly the
+"""A replay that takes plain lines a run at a time (flows/io/plain_runs.py) gives exactly the
 windows, frames and rejects of the line-at-a-time loop, on a capture salted with every kind of
 line that must leave a run: comments, blanks, late and far-ahead stamps, a jump of the stream,
 stamps that are not plain digits, a NUL, a foreign (Telegraf) line, duplicates; read in small
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from reflex_localize.flows import plain_runs, sources
-from reflex_localize.flows.sources import LineProtocolSource
+from reflex_localize.flows.io import plain_runs, sources
+from reflex_localize.flows.io.sources import LineProtocolSource
 from reflex_localize.schemas.frame_codec import encode_frame
 from reflex_localize.simulator import Simulation, load_scenario
 

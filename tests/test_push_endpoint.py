@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from reflex_localize.flows.io.push_receiver import PushReceiver
+from reflex_localize.flows.io.push_source import PushPartition, PushSource
 from reflex_localize.flows.messages import shard_of
-from reflex_localize.flows.push_receiver import PushReceiver
-from reflex_localize.flows.push_source import PushPartition, PushSource
 from reflex_localize.influx.config import InfluxSettings
 
 WINDOW_NS = 10 * 10**9

@@ -32,8 +32,8 @@ from test_push_source import (
     telemetry,
 )
 
-from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.sinks import read_events
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.io.sinks import read_events
 from reflex_localize.influx.local_server import InfluxServer, free_port
 from reflex_localize.influx.replication import remove_stream, stream_status
 from reflex_localize.shell.push_wiring import replay_clock

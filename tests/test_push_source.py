@@ -20,8 +20,8 @@ from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 from test_flow_influx import SCENARIO, SECONDS, SEED, simulated_lines
 
-from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.push_source import PushSource, PushStats
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.io.push_source import PushSource, PushStats
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.influx.local_server import InfluxServer, free_port
 from reflex_localize.influx.replication import ensure_stream, remove_stream, stream_status

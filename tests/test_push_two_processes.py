@@ -15,8 +15,8 @@ import pytest
 from test_push_restart import flow
 from test_push_source import LAG_S, PacedWriter, expected_events, stream_to, telemetry
 
-from reflex_localize.flows.events import LocalizationEvent
-from reflex_localize.flows.push_source import LATE_REASON
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.io.push_source import LATE_REASON
 from reflex_localize.influx.local_server import InfluxServer, consecutive_free_ports
 from reflex_localize.influx.replication import remove_stream, stream_status
 from reflex_localize.shell.push_wiring import replay_clock

@@ -1,4 +1,4 @@
-"""A rank against its own history (flows/rank_drift.py): a silent clock drift is told, what
+"""A rank against its own history (flows/judge/rank_drift.py): a silent clock drift is told, what
 only looks like one is not.
 
 The flow test runs a memory_matters scenario written apart from the detector: a GPU drifts
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from memory_family_runs import run_memory_family
 
-from reflex_localize.flows.rank_drift import HOLD_S, RankDrift
+from reflex_localize.flows.judge.rank_drift import HOLD_S, RankDrift
 
 STEP_NS = 8 * 10**9
 CLOCK = 1950.0

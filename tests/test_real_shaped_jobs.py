@@ -2,7 +2,7 @@
 a hook may not know, steps longer than a window, two ranks per stage, a fault from the first
 step, a stage slower from the start, a node gone under a file sink.
 
-Each of these failed before the flow learned to judge per step (flows/step_peers.py), to give
+Each of these failed before the flow learned to judge per step (flows/judge/step_peers.py), to give
 missing membership fields defaults, and to count whatever a node sends as a sign of life.
 """
 
@@ -18,11 +18,11 @@ from hook_jobs import START_NS, WINDOW_S, HookJob, source_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.io.sinks import file_sinks, read_events
+from reflex_localize.flows.io.sources import MemorySource, split_windows
 from reflex_localize.flows.localize import build_flow
 from reflex_localize.flows.runner import RunResult, run_in_process
-from reflex_localize.flows.sinks import file_sinks, read_events
-from reflex_localize.flows.sources import MemorySource, split_windows
 from reflex_localize.schemas.codec import FieldValue, Point, decode, encode
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.simulator import Simulation, load_scenario

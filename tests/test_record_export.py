@@ -1,4 +1,4 @@
-"""``reflex_record`` (flows/shard_step.py: record_points): each part's record across jobs,
+"""``reflex_record`` (flows/judge/shard_step.py: record_points): each part's record across jobs,
 and each GPU's clock in the last job it served, the number a drift against that job quotes,
 written to a real InfluxDB and read back as an SRE's Flux would."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 from conftest import ALL_TIME, query_rows
 from memory_family_runs import run_memory_family
 
-from reflex_localize.flows.node_memory import NodeMemory
-from reflex_localize.flows.shard_step import record_points
+from reflex_localize.flows.incidents.node_memory import NodeMemory
+from reflex_localize.flows.judge.shard_step import record_points
 from reflex_localize.influx.local_server import InfluxServer
 from reflex_localize.influx.writer import Writer
 from reflex_localize.schemas.codec import validate

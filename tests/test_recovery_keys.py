@@ -1,4 +1,4 @@
-"""A recovery directory written before shard states were placed (flows/shard_keys.py) holds
+"""A recovery directory written before shard states were placed (flows/io/shard_keys.py) holds
 them under the shards' bare names: `reflex flow` refuses it with a clear error rather than
 start every shard afresh and drop its node records, and `--shard-keys names` resumes it."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from xid79_capture import xid79_chunks
 
-from reflex_localize.flows.sinks import read_events
+from reflex_localize.flows.io.sinks import read_events
 from reflex_localize.shell.recovery_keys import SHARD_STEP, name_keyed_shards
 
 pytestmark = pytest.mark.slow

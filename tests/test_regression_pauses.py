@@ -1,6 +1,6 @@
 """A job's step-time regression is a slowdown that lasts: one long step (an unmarked
 checkpoint) followed by a job back near its level is not one, and a job that stays at half
-speed or worse is, as soon as before (flows/triggers.py, StepRegression).
+speed or worse is, as soon as before (flows/judge/triggers.py, StepRegression).
 
 The window medians are a benign soak's (quirky_soak seed 229, job soak-a, 8 s steps): a
 checkpoint's 38 s step, then a GPU's 40 s thermal throttle slowing two windows 5-7%. The
@@ -9,7 +9,7 @@ job regression."""
 
 from __future__ import annotations
 
-from reflex_localize.flows.triggers import StepRegression
+from reflex_localize.flows.judge.triggers import StepRegression
 
 LEVEL = [8.64, 8.71, 8.71, 8.77, 8.36, 8.78, 8.70, 8.72, 8.69, 8.83, 8.49, 8.82, 8.74, 8.83]
 SOAK_229 = [38.32, 9.12, 9.32, 9.05, 8.71, 8.70, 8.66]

@@ -1,4 +1,4 @@
-"""The replay's duplicate check (flows/sources.py ``_repeats_a_row``) says what a set of row
+"""The replay's duplicate check (flows/io/sources.py ``_repeats_a_row``) says what a set of row
 tuples says: whether two rows of a frame share every tag and the stamp."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from reflex_localize.flows.sources import _repeats_a_row
+from reflex_localize.flows.io.sources import _repeats_a_row
 from reflex_localize.schemas.frame import Frame
 
 

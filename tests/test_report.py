@@ -23,7 +23,7 @@ from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 from matplotlib.image import imread
 
-from reflex_localize.flows.events import LocalizationEvent
+from reflex_localize.flows.incidents.events import LocalizationEvent
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.influx.local_server import InfluxServer
 from reflex_localize.schemas.codec import Point, encode

@@ -1,4 +1,4 @@
-"""A part that failed in an earlier job slows its rank again (flows/returning_part.py).
+"""A part that failed in an earlier job slows its rank again (flows/incidents/returning_part.py).
 
 The flow tests run memory_matters' recurring fail-slow, written apart from the detector:
 node-0006's GPU 1 fails slow twice in job a (clock 0.7 for 100 s), then in job b slows once
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from memory_family_runs import run_memory_family
 
+from reflex_localize.flows.judge.step_peers import StepPeers
 from reflex_localize.flows.messages import RankInfo
-from reflex_localize.flows.step_peers import StepPeers
 
 RECURRING = "recurring_fail_slow_moves_25s"
 

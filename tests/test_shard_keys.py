@@ -1,7 +1,7 @@
 """In a real multi-process Bytewax run, each shard's state (the shard step) lives in the process
 that runs its source partition, and the shards spread over the processes: a shard's windows
 are never pickled to another process, and a second process takes half the shard steps. This
-checks Bytewax's placement itself (flows/shard_keys.py), so an upgrade that routes otherwise
+checks Bytewax's placement itself (flows/io/shard_keys.py), so an upgrade that routes otherwise
 is caught here."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reflex_localize.flows.shard_keys import route, shard_key
+from reflex_localize.flows.io.shard_keys import route, shard_key
 from reflex_localize.influx.local_server import free_port
 
 pytestmark = pytest.mark.slow

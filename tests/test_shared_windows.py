@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 
+from reflex_localize.flows.io.sources import ChunkSource, select_shard, split_windows
 from reflex_localize.flows.runner import run_in_process
-from reflex_localize.flows.sources import ChunkSource, select_shard, split_windows
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.simulator import Simulation, load_scenario
 

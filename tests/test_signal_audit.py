@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from reflex_localize.flows import signal_audit
-from reflex_localize.flows.signals import SIGNAL_INDEX, CounterMemory, derive
+from reflex_localize.flows.signals import audit as signal_audit
+from reflex_localize.flows.signals.derive import SIGNAL_INDEX, CounterMemory, derive
 from reflex_localize.schemas.contract import load_schema
 from reflex_localize.schemas.frame import Frame
 

@@ -8,8 +8,8 @@ import click
 import numpy as np
 import pytest
 
+from reflex_localize.flows.io.sources import MemorySource, split_windows
 from reflex_localize.flows.runner import run_in_process
-from reflex_localize.flows.sources import MemorySource, split_windows
 from reflex_localize.schemas.frame import Frame
 from reflex_localize.shell.flow import site_tags_setting
 from reflex_localize.simulator import Simulation, load_scenario

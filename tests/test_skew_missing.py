@@ -1,6 +1,7 @@
-"""Missing nodes: flows/liveness.py turns a silent job member into one ``node_missing`` event.
+"""Missing nodes: flows/judge/liveness.py turns a silent job member into one ``node_missing`` event.
 
-(Wiring it into flows/job_step.py is the lead's: see the module docstring of flows/liveness.py.)
+(Wiring it into flows/judge/job_step.py is the lead's: see the module docstring of
+flows/judge/liveness.py.)
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import pickle
 
 import numpy as np
 
-from reflex_localize.flows.liveness import LivenessTracker
+from reflex_localize.flows.judge.liveness import LivenessTracker
 from reflex_localize.flows.messages import JobWindow, RankInfo, StepRows
 
 END = 1_767_225_600_000_000_000

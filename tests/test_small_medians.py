@@ -1,6 +1,7 @@
-"""Medians of small groups, taken many times a window: the per-step view's (flows/step_peers.py,
-of small Python lists) must be the very floats ``np.median`` gives, bit for bit, or a ratio
-near a threshold could tip the other way; the peer deviation's (flows/detectors.py) must be
+"""Medians of small groups, taken many times a window: the per-step view's
+(flows/judge/step_peers.py, of small Python lists) must be the very floats ``np.median``
+gives, bit for bit, or a ratio near a threshold could tip the other way; the peer
+deviation's (flows/judge/detectors.py) must be
 those of one median at a time."""
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reflex_localize.flows.detectors import nan_median, peer_deviation
-from reflex_localize.flows.step_peers import _faster_half, _median, role_ratios
+from reflex_localize.flows.judge.detectors import nan_median, peer_deviation
+from reflex_localize.flows.judge.step_peers import _faster_half, _median, role_ratios
 
 _TIMES = st.floats(min_value=1e-6, max_value=1e6, allow_nan=False, allow_infinity=False)
 

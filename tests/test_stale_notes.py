@@ -9,8 +9,8 @@ through as if it had left its history now."""
 
 from __future__ import annotations
 
-from reflex_localize.flows.events import Evidence
-from reflex_localize.flows.job_evidence import NOTE_KEEP_NS, EvidenceBook
+from reflex_localize.flows.incidents.events import Evidence
+from reflex_localize.flows.judge.job_evidence import NOTE_KEEP_NS, EvidenceBook
 
 S = 10**9
 GPU = "node-0017|gpu|3"

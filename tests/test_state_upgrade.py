@@ -9,9 +9,9 @@ import pickle
 
 import numpy as np
 
-from reflex_localize.flows.job_step import JobConfig, JobState
+from reflex_localize.flows.judge.job_step import JobConfig, JobState
+from reflex_localize.flows.judge.shard_step import ShardConfig, ShardState
 from reflex_localize.flows.messages import JobWindow, StepRows
-from reflex_localize.flows.shard_step import ShardConfig, ShardState
 
 
 def _as_older_version(state: JobState) -> JobState:

@@ -7,8 +7,8 @@ already span 16 s or more, so those jobs are told as before."""
 
 from __future__ import annotations
 
+from reflex_localize.flows.judge.step_peers import StepFinding, StepPeers
 from reflex_localize.flows.messages import RankInfo
-from reflex_localize.flows.step_peers import StepFinding, StepPeers
 
 
 def _members() -> dict[int, RankInfo]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reflex_localize.flows.job_step import JobConfig, JobState
+from reflex_localize.flows.judge.job_step import JobConfig, JobState
 
 WINDOW_NS = 10 * 10**9
 END_NS = 100 * WINDOW_NS

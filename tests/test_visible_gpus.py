@@ -12,11 +12,11 @@ import pytest
 from foreign_inverse import foreign_replay, reflex_lines
 
 from reflex_localize.collectors.training_hook import TrainingHook
+from reflex_localize.flows.io.sources import LineProtocolSource
+from reflex_localize.flows.judge.shard_step import ShardConfig, ShardState
 from reflex_localize.flows.messages import WindowBatch
 from reflex_localize.flows.runner import RunResult, run_in_process
-from reflex_localize.flows.shard_step import ShardConfig, ShardState
-from reflex_localize.flows.sources import LineProtocolSource
-from reflex_localize.flows.visible_gpus import node_gpu
+from reflex_localize.flows.signals.visible_gpus import node_gpu
 from reflex_localize.schemas.codec import decode, encode
 from reflex_localize.schemas.frame import frames_from_points
 

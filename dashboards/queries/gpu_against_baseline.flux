@@ -1,7 +1,7 @@
 // How does this GPU look against its 30-day baseline?
 // For every signal Reflex keeps for the GPU: the latest baseline center and spread, the
 // median center over the period, and how far the GPU drifted, in units of its spread.
-// Signals are Reflex's derived signals (flows/signals.py), such as temperature_high.
+// Signals are Reflex's derived signals (flows/signals/derive.py), such as temperature_high.
 // Parameters: edit these lines.
 results_bucket = "reflex"
 cluster = "c1"
