@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reflex_localize.flows.judge.job_step import (
-    HOLD_WINDOWS,
-    INFO_HOLD_WINDOWS,
-    JobConfig,
-    JobState,
-)
+from reflex_localize.flows.judge.job_fields import HOLD_WINDOWS, INFO_HOLD_WINDOWS, JobConfig
+from reflex_localize.flows.judge.job_step import JobState
 
 LEVEL_S = 8.0
 FIRED = 1_000  # the window the regression fired in

@@ -40,7 +40,7 @@ Weights = Callable[[str], dict[str, float]]  # hardware profile -> signal -> wei
 # Evidence whose episode ended longer ago than this is the part's past, not its present: an
 # event lists it no more (a soak's event headlined a GPU's corrected-ECC rate, noted in a burst
 # hours before, over the throttle that made it a suspect), nor does it count as a part's held
-# fault (JobState._comm_straggler) or its own-history evidence (job_step._own_evidence).
+# fault (JobState._comm_straggler) or its own-history evidence (job_fields.own_evidence).
 NOTE_KEEP_NS = 300 * 10**9
 
 
