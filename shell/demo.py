@@ -34,9 +34,10 @@ from reflex_localize.shell.cli_checks import (
 )
 from reflex_localize.shell.demo_view import DemoView
 from reflex_localize.shell.eval_harness import LabelMatch, match_labels
-from reflex_localize.shell.influx_options import InfluxOptions, influx_options
+from reflex_localize.shell.influx_options import InfluxOptions, influx_options_url_flag_only
 from reflex_localize.shell.reject_summary import reject_counts, reject_table
 from reflex_localize.shell.simulated_source import simulated_windows
+from reflex_localize.simulator.scenario import scenario_names
 
 WINDOW_SECONDS = 10.0
 EVENTS_FLUX = """from(bucket: "reflex")
@@ -49,11 +50,14 @@ EVENTS_FLUX = """from(bucket: "reflex")
 
 @click.command()
 @click.option("--scenario", type=SCENARIO, default="demo", show_default=True,
-              help="Scenario from the library.")  # fmt: skip
-@click.option("--seed", type=NOT_NEGATIVE, default=7, show_default=True)
+              help="A scenario .toml file, or one of the library's: "
+              + ", ".join(scenario_names()) + ".")  # fmt: skip
+@click.option("--seed", type=NOT_NEGATIVE, default=7, show_default=True,
+              help="Seed of the simulation: one seed, one telemetry, the same events.")  # fmt: skip
 @click.option("--out", "out_dir", type=OUTPUT_FOLDER, default="reflex-demo", show_default=True,
-              help="Where events, reports and errors go.")  # fmt: skip
-@influx_options
+              help="Folder (created) for events.jsonl, errors.jsonl and the incident reports "
+              "(reports/*.html, *.png).")  # fmt: skip
+@influx_options_url_flag_only
 @click.option("--local-influx", is_flag=True, help="Start the project's own InfluxDB build first.")
 @click.option("--no-live", is_flag=True, help="No live view (for logs and CI).")
 def command(
@@ -110,6 +114,7 @@ def command(
                 )
         _write_events(result, out_dir)
         _write_reports(result.events, frames, out_dir, console)
+        console.print()  # a blank line between the live view and the table, on a file too
         console.print(
             summary_table(match_labels(sim.truth, result.events)[0], result.events, sim.start_ns)
         )

@@ -40,6 +40,8 @@ class DemoView:
         if self.live:
             self.live.update(self._render())
             self.live.__exit__(None, None, None)
+            if not self.live.console.is_terminal:  # rich ends the last line on a terminal only
+                self.live.console.line()
 
     def on_output(self, route: str, item: Any) -> None:
         if route == "event":

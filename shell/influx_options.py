@@ -106,8 +106,25 @@ def _is_http_url(url: str) -> bool:
     return address.scheme in ("http", "https") and bool(address.hostname)
 
 
+URL_HELP = "InfluxDB URL [REFLEX_INFLUX_URL; [influx] url]."
+URL_FLAG_ONLY_HELP = (
+    "InfluxDB URL. Only this flag sets it here: REFLEX_INFLUX_URL and [influx] url are not read."
+)
+
+
 def influx_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Adds the shared options to a click command, which receives them as ``influx``."""
+    return _add_options(command, URL_HELP)
+
+
+def influx_options_url_flag_only(command: Callable[..., Any]) -> Callable[..., Any]:
+    """:func:`influx_options` for a command that goes to InfluxDB only when ``--influx-url`` is
+    given (``reflex demo``: simulated telemetry never reaches the database an agent's
+    environment names); the other options resolve as everywhere."""
+    return _add_options(command, URL_FLAG_ONLY_HELP)
+
+
+def _add_options(command: Callable[..., Any], url_help: str) -> Callable[..., Any]:
     options = [
         click.option(
             "--config",
@@ -116,7 +133,7 @@ def influx_options(command: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
             help="Reflex TOML config ([influx] url, org, bucket, token_file, ssl_ca_cert).",
         ),
-        click.option("--influx-url", help="InfluxDB URL [REFLEX_INFLUX_URL; [influx] url]."),
+        click.option("--influx-url", help=url_help),
         click.option("--org", help="InfluxDB org [REFLEX_INFLUX_ORG; default reflex]."),
         click.option(
             "--bucket", help="Telemetry bucket [REFLEX_INFLUX_BUCKET; default telemetry]."
