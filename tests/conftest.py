@@ -12,11 +12,20 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reflex_localize.influx.local_server import InfluxServer, start_influxdb
+
+# Helper modules beside the tests (a fault proxy, shared data) are imported by tests, not
+# collected as tests themselves (--doctest-modules would collect each one).
+collect_ignore = sorted(
+    path.name
+    for path in Path(__file__).parent.glob("*.py")
+    if not path.name.startswith("test_") and path.name != "conftest.py"
+)
 
 # Flux's range() stops at now() unless told otherwise; test data may lie in the future.
 ALL_TIME = "range(start: 0, stop: 2262-04-11T23:47:16.854775807Z)"
