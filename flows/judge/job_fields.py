@@ -148,6 +148,9 @@ class JobFields(FieldsFilledOnRestore):
     # Nodes and entities the events of the open incidents named (within the cooldown).
     last_event_nodes: set[str] = field(default_factory=set)
     last_event_entities: set[str] = field(default_factory=set)
+    # Critical errors told, by part (entity): when. A critical error is held back only as a
+    # repeat of this finding within the cooldown, never by an event of another severity or part.
+    critical_told: dict[str, int] = field(default_factory=dict)
     # The open incidents' parts last had fresh evidence then, after a quiet gap this long (see
     # RECUR_QUIET_S); when each node an event named was told in this job.
     incident_active_ns: int = -(10**19)

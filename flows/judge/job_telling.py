@@ -28,9 +28,13 @@ class IncidentTelling(SuspectRanking):
         suspects = self._suspects(root)
         top = suspects[0] if suspects else None
         in_cooldown = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
+        critical = root is not None and root.severity == "critical"
+        if critical and self._critical_repeats(root, end_ns):
+            return None  # the same part's critical error, told within the cooldown
         # One incident, one event: within the cooldown only an explicit error on a new node
-        # opens a new incident; slowdowns, hangs and cascades belong to the open one.
-        if in_cooldown and not self._new_incident(root, top):
+        # opens a new incident; slowdowns, hangs and cascades belong to the open one. A
+        # critical error is never one of them: it always gets an event of its own.
+        if in_cooldown and not critical and not self._new_incident(root, top):
             return None
         if not in_cooldown and trigger == "regression" and self._still_told(top):
             return None
@@ -80,6 +84,21 @@ class IncidentTelling(SuspectRanking):
         event = self._recurrence(event, root is None)
         self._opened(end_ns, in_cooldown, {(s.node, s.entity) for s in suspects[:1]})
         return event
+
+    def _critical_repeats(self, root: ExplicitEvent, end_ns: int) -> bool:
+        """A critical error of a part whose critical error was told within the cooldown
+        (an XID logged again, the GPU lost after its XID 79) repeats that finding; any other
+        is told, and the part's time is noted."""
+        last = self.critical_told.get(root.entity)
+        if last is not None and end_ns - last < self.config.cooldown_s * 1e9:
+            return True
+        self.critical_told = {
+            entity: told
+            for entity, told in self.critical_told.items()
+            if end_ns - told < self.config.cooldown_s * 1e9
+        }
+        self.critical_told[root.entity] = end_ns
+        return False
 
     def _opened(self, end_ns: int, in_cooldown: bool, named: set[tuple[str, str]]) -> None:
         """An event was told: the nodes it named join those of the incidents still open."""

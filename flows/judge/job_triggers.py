@@ -43,10 +43,24 @@ class JobTriggers(PartFindings):
                 out += self._stage_fault(window, end_ns, finding, sick)
         out += [self._gap_finding(window, end_ns, e) for e in events if e.kind == "telemetry_gap"]
         incident = self._incident(window, end_ns, parts, events, found)
-        if incident is None:
-            return out
-        coexisting = self._coexisting(window, end_ns, incident)
-        return [*out, incident, *coexisting]
+        if incident is not None:
+            out += [incident, *self._coexisting(window, end_ns, incident)]
+        return out + self._other_criticals(window, end_ns, events)
+
+    def _other_criticals(
+        self, window: int, end_ns: int, events: list[ExplicitEvent]
+    ) -> list[LocalizationEvent]:
+        """Critical errors of this window that the incident event did not tell (a second part
+        failing in the same window): each gets its own event; repeats of a part's critical error
+        are held back by :meth:`_critical_repeats`. Nothing else holds a critical error back."""
+        told = []
+        for event in events:
+            if event.severity != "critical" or event.is_cascade:
+                continue
+            emitted = self._emit(window, end_ns, "explicit", event)
+            if emitted is not None:
+                told.append(emitted)
+        return told
 
     def _coexisting(
         self, window: int, end_ns: int, explicit: LocalizationEvent

@@ -397,6 +397,10 @@ class ShardState(FieldsFilledOnRestore):
                     or "uncorrected" in message.lower()
                 ):
                     severity = "critical"
+                if severity == "critical" and point.tags.get("source") == "training":
+                    # Any process of a job can send this through the hook: the training
+                    # process's word is evidence, never a critical error on its own.
+                    severity = "warning"
                 if kind in ("nccl_timeout", "process_exit") and message:
                     # the rank's last words (flows/incidents/exit_messages.py)
                     meaning = message[:300]
