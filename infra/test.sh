@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: venv, apt packages, the InfluxDB build, lint, pytest.
+# The whole test suite on a fresh machine: venv, apt packages, the InfluxDB build, lint
+# (ruff check, ruff format --check, mypy), pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 infra/setup_venv.sh
@@ -8,6 +9,7 @@ infra/apt_packages.sh
 REFLEX_INFLUXD="$(infra/build_influxdb.sh)"
 export REFLEX_INFLUXD
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 .venv/bin/mypy
 set +e
 .venv/bin/python -m pytest "$@"
