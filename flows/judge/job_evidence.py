@@ -8,7 +8,7 @@ since when it has persisted, is kept for the events and the score points.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,6 +16,7 @@ import numpy as np
 from reflex_localize.flows.impact.model import ImpactModel
 from reflex_localize.flows.incidents.events import Evidence
 from reflex_localize.flows.judge.detectors import MIN_PEERS, evidence_strength, peer_deviation
+from reflex_localize.flows.judge.nic_roles import nic_roles
 from reflex_localize.flows.judge.shard_step import DIRECTION, FLOORS
 from reflex_localize.flows.messages import ExplicitEvent, JobWindow, RankInfo
 from reflex_localize.flows.signals.derive import SIGNAL_INDEX, SIGNAL_NAMES, STEP_SIGNAL, factorize
@@ -126,10 +127,15 @@ def rounded(value: float) -> float | None:
 
 
 def peer_groups(
-    entities: np.ndarray, profiles: np.ndarray, members: dict[int, RankInfo]
+    entities: np.ndarray,
+    profiles: np.ndarray,
+    members: dict[int, RankInfo],
+    roles: Mapping[str, str] | None = None,
 ) -> np.ndarray:
     """Peers share a job, a component kind, a pipeline stage and a GPU model: the last stage
-    is legitimately slower than the others, and an A100 is not a slow H100."""
+    is legitimately slower than the others, and an A100 is not a slow H100. Ports are peers of
+    ports of their own role (``roles``, see nic_roles): a management port is no slow rail."""
+    roles = roles or {}
     gpu_stage = {f"{i.node}|gpu|{i.gpu}": i.pp_rank for i in members.values()}
     by_node: dict[str, Counter] = {}
     for info in members.values():
@@ -139,12 +145,17 @@ def peer_groups(
     node_stage = {node: counts.most_common(1)[0][0] for node, counts in by_node.items()}
     groups = np.array(
         [
-            f"{e.split('|')[1]}|{gpu_stage.get(e, node_stage.get(e.split('|', 1)[0], -1))}|{p}"
+            f"{_kind(e, roles)}|{gpu_stage.get(e, node_stage.get(e.split('|', 1)[0], -1))}|{p}"
             for e, p in zip(entities.tolist(), profiles.tolist(), strict=True)
         ],
         dtype=object,
     )
     return _spread_single_node_groups(entities, groups)
+
+
+def _kind(entity: str, roles: Mapping[str, str]) -> str:
+    component = entity.split("|")[1]
+    return f"{component}:{roles[entity]}" if entity in roles else component
 
 
 def _spread_single_node_groups(entities: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -182,6 +193,10 @@ class EvidenceBook(FieldsFilledOnRestore):
     # off its peers, own history aside: a part slow from the job's first step has no history
     # to differ from, and this is what its peers say (read by JobState._explained_straggler).
     peer_since: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
+    # Each port's highest rate seen (its capability) and this window's role of every port:
+    # rail or other (flows/judge/nic_roles.py).
+    nic_peaks: dict[str, float] = field(default_factory=dict)
+    nic_role: dict[str, str] = field(default_factory=dict)
     now_ns: int = 0  # the end of the latest window
 
     def notes(self, entity: str) -> list[Evidence]:
@@ -215,11 +230,16 @@ class EvidenceBook(FieldsFilledOnRestore):
         totals: dict[str, float],
         checkpointing: bool = False,
         slowing: tuple[str, ...] = SLOWING_STATES,
+        rails: Mapping[str, str] | None = None,
     ) -> None:
+        """This window's deviations of every entity from its own history and its peers,
+        weighed into evidence and added to ``totals``. ``rails``: GPU entity -> its rail's
+        port, where gpu_topology said."""
         self.peer_view, self.amounts, self.now_ns = None, {}, end_ns
         if not len(entities):
             return
-        groups = peer_groups(entities, profiles, members)
+        self.nic_role = nic_roles(entities, _port_rates(values), rails or {}, self.nic_peaks)
+        groups = peer_groups(entities, profiles, members, self.nic_role)
         peer = peer_deviation(values, groups, FLOORS, pooled_scale=scales)
         combined = combine_deviations(DIRECTION * temporal, DIRECTION * peer, mode)
         phase = job_wide_phase(entities, DIRECTION * temporal, DIRECTION * peer, checkpointing)
@@ -495,6 +515,16 @@ class EvidenceBook(FieldsFilledOnRestore):
                     event.entity,
                     Evidence(f"{event.kind}:{event.code}", None, None, amount, event.time_ns),
                 )
+
+
+_RATE_COLUMN = SIGNAL_INDEX["nic_rate_low"]  # an InfiniBand/RoCE port's rate, Gb/s
+_SPEED_COLUMN = SIGNAL_INDEX["nic_speed_low"]  # a netdev's speed, Mb/s
+
+
+def _port_rates(values: np.ndarray) -> np.ndarray:
+    """Each row's link rate in Gb/s: a port's rate, else a netdev's speed; NaN for others."""
+    rate = values[:, _RATE_COLUMN]
+    return np.where(np.isnan(rate), values[:, _SPEED_COLUMN] / 1000.0, rate)
 
 
 def _episode_kind(signal: str) -> str:

@@ -26,6 +26,7 @@ from reflex_localize.flows.judge.job_fields import (
 )
 from reflex_localize.flows.judge.job_telling import IncidentTelling
 from reflex_localize.flows.judge.loss_divergence import LOSS_SIGNAL, diverging_ranks, spans
+from reflex_localize.flows.judge.nic_roles import RAIL
 from reflex_localize.flows.judge.site_blame import shared_switch, switch_suspect
 from reflex_localize.flows.judge.step_peers import StepFinding
 from reflex_localize.flows.messages import JobWindow
@@ -224,6 +225,8 @@ class PartFindings(IncidentTelling):
         held = end_ns - HOLD_WINDOWS * self.config.window_seconds * 1e9
         candidates = []
         for entity in self.fresh:
+            if self.book.nic_role.get(entity, RAIL) != RAIL:
+                continue  # a port that carries none of the job's collectives
             signals = [
                 e for e in self.book.notes(entity)
                 if e.signal in COMM_FAULTS and e.since_ns <= held and e.weight > 0

@@ -138,6 +138,7 @@ class JobState(JobTriggers):
             totals,
             checkpointing=checkpointing(parts),
             slowing=learned_slowing(self._learned()),
+            rails={gpu: nic for p in parts for gpu, nic in p.rails.items()},
         )
         self._past_clocks(parts)
         self._observe_clocks(entities, values)

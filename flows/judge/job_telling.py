@@ -29,7 +29,7 @@ class IncidentTelling(SuspectRanking):
         top = suspects[0] if suspects else None
         in_cooldown = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
         critical = root is not None and root.severity == "critical"
-        if critical and self._critical_repeats(root, end_ns):
+        if root is not None and critical and self._critical_repeats(root, end_ns):
             return None  # the same part's critical error, told within the cooldown
         # One incident, one event: within the cooldown only an explicit error on a new node
         # opens a new incident; slowdowns, hangs and cascades belong to the open one. A

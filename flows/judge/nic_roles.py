@@ -1,0 +1,75 @@
+"""Which of a node's ports carry the job's collectives (rails) and which do not.
+
+A node has its compute HCAs (200-400 Gb/s, one per GPU or two) and, beside them, ports that
+carry none of the job's collectives: a management Ethernet port (1-100 GbE), a storage NIC,
+the netdev face of an HCA. Compared with the HCAs, a 25 GbE management port is "slow" on every
+node of a fleet, which says nothing: a property every node shares is not an anomaly. So ports
+are peers only of ports of their own role, and only a rail can be a job's communication
+straggler.
+
+* Where ``gpu_topology`` says which HCA port serves which GPU, the ports that serve a GPU are
+  the node's rails and every other port is not.
+* Without it, a port (an InfiniBand/RoCE port by its rate, a netdev by its speed) whose
+  highest rate seen is at least ``RAIL_SHARE`` of the fastest port of its node is taken for a
+  rail, and slower ports are not. The highest rate seen is the port's capability, so a rail
+  that trains down later stays a rail and is judged against the other rails. A node that
+  reports no rate at all keeps every port a possible rail: nothing tells them apart.
+
+>>> import numpy as np
+>>> entities = np.array(["n1|nic|mlx5_0/1", "n1|nic|mlx5_1/1", "n1|nic|mlx5_4/1", "n1|gpu|0",
+...     "n1|nic|eth0"], dtype=object)
+>>> rates = np.array([400.0, 400.0, 25.0, np.nan, 100.0])
+>>> peaks = {}
+>>> roles = nic_roles(entities, rates, {}, peaks)
+>>> [roles[e] for e in entities.tolist() if e in roles]
+['rail', 'rail', 'other', 'other']
+>>> nic_roles(entities, np.array([200.0, 400.0, 25.0, np.nan, 100.0]), {}, peaks)["n1|nic|mlx5_0/1"]
+'rail'
+>>> nic_roles(entities, rates, {"n1|gpu|0": "n1|nic|mlx5_1/1"}, peaks)["n1|nic|mlx5_0/1"]
+'other'
+>>> nic_roles(entities[:1], np.array([np.nan]), {}, {})  # no rate known: may be a rail
+{'n1|nic|mlx5_0/1': 'rail'}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+# A port this share of its node's fastest port's rate, or faster, may be a rail: a 400 Gb/s
+# fleet's management port (25-100 GbE) is a quarter or less; a rail run at half rate is not.
+RAIL_SHARE = 0.3
+RAIL, OTHER = "rail", "other"
+
+
+def nic_roles(
+    entities: np.ndarray,
+    rates: np.ndarray,
+    rails: Mapping[str, str],
+    peaks: dict[str, float],
+) -> dict[str, str]:
+    """NIC entity -> ``rail`` or ``other``. ``rates``: each row's link rate this window in
+    Gb/s (NaN where the row is no port, or its rate is not known); ``rails``: GPU entity -> the
+    port of its rail (from gpu_topology); ``peaks``: each port's highest rate seen, updated."""
+    names = entities.tolist()
+    for entity, rate in zip(names, rates.tolist(), strict=True):
+        if rate == rate and rate > peaks.get(entity, 0.0):  # not NaN
+            peaks[entity] = float(rate)
+    served = set(rails.values())
+    placed_nodes = {port.split("|", 1)[0] for port in served}
+    fastest: dict[str, float] = {}
+    for entity, peak in peaks.items():
+        node = entity.split("|", 1)[0]
+        fastest[node] = max(fastest.get(node, 0.0), peak)
+    roles = {}
+    for entity in names:
+        node, component, _ = entity.split("|")
+        if component != "nic":
+            continue
+        if node in placed_nodes:
+            roles[entity] = RAIL if entity in served else OTHER
+        else:
+            top = fastest.get(node, 0.0)
+            roles[entity] = RAIL if peaks.get(entity, top) >= RAIL_SHARE * top else OTHER
+    return roles
