@@ -3,7 +3,8 @@
 Every field of the telemetry measurements is accounted for: read by a derived signal
 (:mod:`flows.signals`), used another way by the flow, or left unused for a stated reason. A
 field added to the schema without an entry here fails ``tests/test_signal_audit.py``, and the
-README's table is this module's output (``python -m reflex_localize.flows.signals.audit``).
+table in ``docs/signal-audit.md`` is this module's output
+(``python -m reflex_localize.flows.signals.audit``).
 
 >>> uses("ib_port", "rate_gbps")
 'signal nic_rate_low'
@@ -136,7 +137,7 @@ def uses(measurement: str, field_name: str) -> str:
 
 
 def table() -> str:
-    """The README's table: every audited field and what reads it."""
+    """``docs/signal-audit.md``'s table: every audited field and what reads it."""
     schema = load_schema()
     lines = ["| measurement | field | read by |", "|---|---|---|"]
     for name in AUDITED:
