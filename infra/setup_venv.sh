@@ -30,6 +30,6 @@ fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # dev = every extra (agent, flow, all) and the tools: what `make demo` and `make test` need. A
-# node installs only its own: pip install 'reflex-localize[agent]' (see the README's table).
+# node installs only its own: pip install 'reflex-localize[agent]' (see docs/installs-and-operations.md).
 .venv/bin/python -m pip install -q -e '.[dev]'
 echo "$wanted" >"$stamp"

@@ -3,7 +3,7 @@
 Installed next to the unrelated PyPI projects ``reflex`` (a web framework) and ``schemas``,
 Reflex must not shadow them or be shadowed: so nothing but ``reflex_localize`` may sit at the
 top level of the wheel. (Checked by hand too: the wheel in a fresh venv beside both, with
-``reflex --version`` and ``reflex localize``; see the README.)
+``reflex --version`` and ``reflex localize``; see docs/installs-and-operations.md.)
 """
 
 from __future__ import annotations
