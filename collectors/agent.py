@@ -46,6 +46,8 @@ from reflex_localize.influx.clock_offset import ClockOffset
 from reflex_localize.schemas.codec import Point, PointError, validate
 from reflex_localize.schemas.contract import Schema, load_schema
 
+INT64_MAX = 2**63 - 1
+
 log = logging.getLogger(__name__)
 
 
@@ -163,7 +165,9 @@ class Agent:
             "duration_seconds": max(0.0, self.clock.monotonic() - started),
             "success": success,
             "points": len(points),
-            "errors": state.rejected + _garbled_reads(collector),
+            # A counter a lying source inflated past int64 (a hook datagram's drop count)
+            # stays at the top rather than make this point, and its batch, unwritable.
+            "errors": min(state.rejected + _garbled_reads(collector), INT64_MAX),
             "version": self.version,
         }
         estimate = self.clock_offset.estimate() if self.clock_offset is not None else None

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from reflex_localize.collectors.journal import Journal
-from reflex_localize.schemas.codec import Point, PointError, encode, encode_many
+from reflex_localize.schemas.codec import Point, PointError, encode
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,16 @@ class PointWriter(Protocol):
 class StdoutSink:
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
+        self.refused = 0  # points that broke the schema, so far
         self._lock = threading.Lock()
 
     def emit(self, points: list[Point]) -> None:
-        text = encode_many(points)
+        lines = _lines(points)  # one bad point must not take its batch down with it
+        if len(lines) < len(points):
+            before, self.refused = self.refused, self.refused + len(points) - len(lines)
+            if before < 10 or before // 1000 != self.refused // 1000:  # not one line a batch
+                log.warning("%d points broke the schema and were not printed", self.refused)
+        text = "".join(line + "\n" for line in lines)
         with self._lock:
             self.stream.write(text)
             self.stream.flush()

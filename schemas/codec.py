@@ -271,13 +271,21 @@ def _parse_value(raw: str, key: str) -> FieldValue:
     if raw in ("f", "F", "false", "False", "FALSE"):
         return False
     try:
-        if raw.endswith("i"):
-            return int(raw[:-1])
-        if raw.endswith("u"):
-            return int(raw[:-1])
-        return float(raw)
+        if raw[-1:] not in ("i", "u"):
+            return float(raw)
+        number = int(raw[:-1])
     except ValueError:
         raise PointError(f"bad value {raw!r}", field=key, code="bad_value") from None
+    # InfluxDB refuses what does not fit its int64 (i) or uint64 (u); Python would carry it on
+    # as a big int, and into a float field as an absurd float (99999999999999999999999i: 1e23).
+    low, high, kind = (
+        (-(2**63), 2**63 - 1, "signed") if raw[-1] == "i" else (0, 2**64 - 1, "unsigned")
+    )
+    if not low <= number <= high:
+        raise PointError(
+            f"integer {raw[:40]!r} does not fit a {kind} 64-bit int", field=key, code="int_overflow"
+        )
+    return number
 
 
 def _parse_pairs(section: str, *, values: bool) -> dict:

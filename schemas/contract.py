@@ -4,6 +4,13 @@ The tables live in ``measurements.csv`` and ``fields.csv`` beside this file. Loa
 rejects duplicate names, unknown types and kinds, and tag/field name clashes, so a bad edit
 fails at import in every test rather than at write time in production.
 
+A numeric field's ``min`` and ``max`` columns are its *plausible* range: what the quantity can
+physically be (a ratio in [0, 1], a counter never negative, a die temperature below 150 °C),
+not what is normal (the hardware profiles hold normal ranges; leaving them is evidence). A
+value outside cannot be a reading, only a broken sensor, an overflow or a lie, so the flow
+refuses it (:mod:`schemas.ranges`). An empty column is no bound. A hardware profile's
+``[plausible]`` table narrows a GPU field's range for its model.
+
 >>> schema = load_schema()
 >>> schema.field("gpu", "power_watts").unit
 'watts'
@@ -33,6 +40,8 @@ class FieldSpec:
     unit: str
     kind: str
     help: str
+    low: float | None = None  # the plausible range, both ends included; None: unbounded
+    high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -82,10 +91,13 @@ def parse_schema(
         tags[name], helps[name] = declared, row["help"]
     fields: dict[str, dict[str, FieldSpec]] = {name: {} for name in tags}
     for row in field_rows:
+        where = f"{row['measurement'].strip()}.{row['field'].strip()}"
+        low, high = (_bound(row.get(end), where) for end in ("min", "max"))
         spec = FieldSpec(
-            **{key if key != "field" else "name": value.strip() for key, value in row.items()}
-        )
-        where = f"{spec.measurement}.{spec.name}"
+            **{_COLUMNS.get(key, key): value.strip() for key, value in row.items()
+               if key not in ("min", "max")},
+            low=low, high=high,
+        )  # fmt: skip
         if spec.measurement not in tags:
             raise SchemaError(f"field {where} belongs to an undeclared measurement")
         if spec.name in fields[spec.measurement]:
@@ -98,6 +110,10 @@ def parse_schema(
             raise SchemaError(f"field {where} has unknown kind {spec.kind!r}")
         if not spec.unit or not spec.help:
             raise SchemaError(f"field {where} needs a unit and a help text")
+        if (low is not None or high is not None) and spec.type not in ("float", "int"):
+            raise SchemaError(f"field {where} has a range but is of type {spec.type}")
+        if low is not None and high is not None and low > high:
+            raise SchemaError(f"field {where} has min {low} above max {high}")
         fields[spec.measurement][spec.name] = spec
     for name, declared_fields in fields.items():
         if not declared_fields:
@@ -105,6 +121,22 @@ def parse_schema(
     return Schema(
         {name: MeasurementSpec(name, tags[name], helps[name], fields[name]) for name in tags}
     )
+
+
+_COLUMNS = {"field": "name"}
+
+
+def _bound(text: str | None, where: str) -> float | None:
+    """One end of a plausible range as written in the table (empty: none)."""
+    if text is None or not text.strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise SchemaError(f"field {where} has a range end {text!r} that is no number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise SchemaError(f"field {where} has a range end {text!r} that is not finite")
+    return value
 
 
 @cache

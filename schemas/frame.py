@@ -2,8 +2,9 @@
 
 A :class:`Frame` holds many points of one measurement that share one set of fields, as numpy
 columns. The simulator produces frames, the flow consumes them, and :func:`validate_frame`
-checks a whole frame against the schema with array operations, splitting off bad rows with a
-reason each instead of dropping them.
+checks a whole frame against the schema with array operations (types, finite numbers, tag
+values, plausible ranges: :mod:`schemas.ranges`), splitting off bad rows with a reason each
+instead of dropping them.
 
 >>> import numpy as np
 >>> tags = {"cluster": np.array(["c", "c"], dtype=object),
@@ -25,6 +26,7 @@ import numpy as np
 
 from reflex_localize.schemas.codec import Point, PointError, checked_tag_value, encode, validate
 from reflex_localize.schemas.contract import Schema, load_schema
+from reflex_localize.schemas.ranges import out_of_range
 
 _NUMPY_KIND = {"float": "f", "int": "i", "bool": "b", "string": "O"}
 
@@ -130,6 +132,9 @@ def validate_frame(
         for tag_row, why in _bad_tag_rows(column, frame.measurement, name).items():
             if not bad[tag_row]:
                 reasons[tag_row], bad[tag_row] = why, True
+    for range_row, why in out_of_range(frame, schema).items():  # a value no sensor reads
+        if not bad[range_row]:
+            reasons[range_row], bad[range_row] = why, True
     if not bad.any():
         return frame, []
     rejected = frame.take(bad)

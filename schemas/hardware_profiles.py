@@ -12,7 +12,7 @@ A node is judged by the profile of its own hardware, so a mixed fleet compares l
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -45,6 +45,9 @@ class HardwareProfile:
     ranges: dict[str, tuple[float, float]]
     weights: dict[str, float]
     xids: dict[int, XidInfo]
+    # What the model's readings can physically be, per gpu field (schemas/ranges.py); narrower
+    # than the schema's plausible range, far wider than ``ranges`` (what is normal).
+    plausible: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def xid(self, code: int) -> XidInfo:
         return self.xids.get(code, XidInfo(code, *_unknown_rest()))
@@ -85,6 +88,9 @@ def _profile(path: Path) -> HardwareProfile:
         ranges={key: (float(low), float(high)) for key, (low, high) in raw["ranges"].items()},
         weights={key: float(value) for key, value in raw["weights"].items()},
         xids=_xid_table(raw["xid_table"], path.parent),
+        plausible={
+            key: (float(low), float(high)) for key, (low, high) in raw.get("plausible", {}).items()
+        },
     )
 
 
