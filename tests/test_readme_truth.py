@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from reflex_localize.shell.cli import main
 from reflex_localize.simulator import Simulation, load_scenario
@@ -150,3 +151,17 @@ def test_the_demo_the_readme_describes_is_the_demo_scenario() -> None:
 
     made = sum(len(frame) for _, frames in simulated_windows(sim, 10.0) for frame in frames)
     assert points == made
+
+
+def test_the_demo_table_in_the_readme_is_what_the_demo_prints(tmp_path: Path) -> None:
+    readme = _text(README)
+    block = readme.split("Reflex vs the simulator's ground truth\n", 1)[1].split("```", 1)[0]
+    stated = [re.split(r"\s{2,}", line.strip()) for line in block.splitlines()[1:] if line]
+    args = ["demo", "--no-live", "--out", str(tmp_path / "demo")]
+    result = CliRunner().invoke(main, args, env={"COLUMNS": "200"})  # rich's width
+    assert result.exit_code == 0, result.output
+    cells = [[c.strip() for c in line.strip("│").split("│")] for line in result.output.splitlines()]
+    printed = [row for row in cells if len(row) == len(stated[0])]
+    assert printed == stated, result.output
+    assert "Two benign warnings" in readme
+    assert ["events", "event_outside_jobs", "2"] in cells, result.output
