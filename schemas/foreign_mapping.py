@@ -38,6 +38,9 @@ from reflex_localize.schemas.contract import Schema, SchemaError, load_schema
 _DIR = Path(__file__).parent / "foreign"
 # Measurements under which Telegraf and Prometheus remote-write put many metrics as fields.
 PROMETHEUS_MEASUREMENTS = ("prometheus", "prometheus_remote_write")
+# Every DCGM field is named DCGM_FI_*: a metric no table lists (the profiling DCGM_FI_PROF_*, a
+# newer exporter's) is still dcgm-exporter's, its values ignored and counted, never refused.
+DCGM_PREFIX = "DCGM_FI_"
 CONVERTERS = ("scale", "rate", "yes_no", "nonzero", "active_bit", "advanced_bit", "xid_event",
               "ignore")  # fmt: skip
 _BOOL_CONVERTERS = ("yes_no", "nonzero")
@@ -111,7 +114,28 @@ class ForeignMapping:
                 if table is not None and table.prometheus:
                     return table
             return self.tables.get("dcgm_exporter")
-        return self.by_measurement.get(measurement)
+        table = self.by_measurement.get(measurement)
+        if table is None and measurement.startswith(DCGM_PREFIX):
+            return self.tables.get("dcgm_exporter")
+        return table
+
+    def names(self) -> ForeignNames:
+        """The measurements foreign points come under (``in`` also takes any ``DCGM_FI_*``)."""
+        return ForeignNames({*self.by_measurement, *PROMETHEUS_MEASUREMENTS, DCGM_PREFIX})
+
+
+class ForeignNames(frozenset[str]):
+    """The foreign measurements by name, and any dcgm-exporter metric by its prefix.
+
+    >>> names = load_foreign_mapping().names()
+    >>> "nvidia_smi" in names, "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in names, "gpu" in names
+    (True, True, False)
+    """
+
+    def __contains__(self, name: object) -> bool:
+        return super().__contains__(name) or (
+            isinstance(name, str) and name.startswith(DCGM_PREFIX)
+        )
 
 
 def qualified_name(name: str, tags: Mapping[str, str]) -> str:

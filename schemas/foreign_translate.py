@@ -334,7 +334,7 @@ def _samples(
                 for name, value in point.fields.items()]  # fmt: skip
     for name in _VALUE_FIELDS:
         if name in point.fields:
-            row = table.rows[point.measurement].get("value")
+            row = table.rows.get(point.measurement, {}).get("value")  # None: a new DCGM_FI_*
             return [(point.measurement, row, point.fields[name])]
     return None
 

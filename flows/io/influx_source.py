@@ -20,6 +20,16 @@ windows at once rather than once a window.)
 
 The resume state is a plain time cursor: the end of the last window the partition read.
 
+**Foreign data.** Telegraf (``nvidia_smi``, ``infiniband``, ``net``, ``diskio``, ``pressure``) and
+dcgm-exporter or node_exporter (through Telegraf's ``inputs.prometheus``, metric version 1 or 2,
+or remote write) name their nodes ``host``/``Hostname``/``instance``, not ``node``. Each partition
+reads every foreign point of its windows (the measurements of ``schemas/foreign/`` and any
+``DCGM_FI_*``), translates it with its own :class:`ForeignTranslator` in time order, exactly as
+the line-protocol replay and the push source do, and keeps the points of its own nodes; the
+translator's notes (a refused point, an ignored field once) go to the error stream from shard 0
+only, so each is counted once. Late foreign points are not recounted. At its first read, shard 0
+logs once which measurements of the bucket it cannot read, and why.
+
 "The wall clock" is the flow host's, corrected by InfluxDB's when it is known to be off by more
 than 2 s (``measure_server_clock``, on in production; :mod:`influx.clock_offset` reads the
 ``Date`` of every answer): a flow host running 30 s ahead would otherwise close every window
@@ -52,7 +62,11 @@ from reflex_localize.influx.clock_offset import ClockOffset
 from reflex_localize.influx.config import InfluxSettings
 from reflex_localize.influx.reader import FluxQueryError, FluxReader, frames_from_csv, parse_times
 from reflex_localize.influx.write_transport import observe_last_answer, probe_server_clock
-from reflex_localize.schemas.frame import Frame
+from reflex_localize.schemas.codec import Point, PointError
+from reflex_localize.schemas.contract import load_schema
+from reflex_localize.schemas.foreign_mapping import DCGM_PREFIX, load_foreign_mapping
+from reflex_localize.schemas.foreign_translate import ForeignTranslator
+from reflex_localize.schemas.frame import Frame, frames_from_points
 
 _log = logging.getLogger(__name__)
 
@@ -82,6 +96,17 @@ from(bucket: bucket)
   |> group()
   |> aggregateWindow(every: duration(v: every), fn: sum, createEmpty: false, timeSrc: "_start")
 """
+# Foreign points, whatever their tags: each partition translates them all and keeps its nodes'.
+_FOREIGN_FLUX = """import "regexp"
+names = regexp.compile(v: foreign)
+from(bucket: bucket)
+  |> range(start: time(v: start), stop: time(v: stop))
+  |> filter(fn: (r) => r._measurement =~ names)
+  |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")
+"""
+_MEASUREMENTS_FLUX = """import "influxdata/influxdb/schema"
+schema.measurements(bucket: bucket, start: time(v: start))
+"""
 _REGEX_SPECIALS = frozenset("\\.+*?()|[]{}^$")
 
 
@@ -99,6 +124,7 @@ class SourceStats:
     late_points: int = 0
     failed_queries: int = 0
     query_seconds: float = 0.0
+    foreign_points: int = 0  # foreign points read (every shard reads them all)
 
 
 class ClockProbeError(Exception):
@@ -167,8 +193,17 @@ class InfluxSource(FixedPartitionedSource[WindowBatch, int]):
 class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
     """One shard's reader. Its cursor is the end of the last window it read (ns)."""
 
-    def __init__(self, source: InfluxSource, shard: str, cursor_ns: int) -> None:
+    def __init__(
+        self,
+        source: InfluxSource,
+        shard: str,
+        cursor_ns: int,
+        translator: ForeignTranslator | None = None,
+    ) -> None:
         self._source, self._shard = source, shard
+        # Its memory (last XID, counters) follows the stream: the push source hands in its own.
+        self._foreign = translator or ForeignTranslator()
+        self._told_unreadable = False
         self._index = int(shard.rsplit("-", 1)[1])
         self._cursor = cursor_ns
         self._reader = FluxReader(source.settings)
@@ -245,6 +280,8 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
 
     def _read(self, start: int, stop: int) -> list[WindowBatch]:
         src = self._source
+        if not self._told_unreadable:
+            self._tell_unreadable(start)
         self._pattern = self._node_pattern(start)
         self._check_late(start)
         by_window: dict[int, list[Frame]] = {}
@@ -255,6 +292,9 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
                     by_window.setdefault(window, []).append(part)
                     rows, values = counts.get(window, (0, 0))
                     counts[window] = (rows + len(part), values + len(part) * len(part.fields))
+        for frame in self._foreign_frames(start, stop):
+            for window, part in _split_windows(frame, src.window_ns):
+                by_window.setdefault(window, []).append(part)
         for window in range(start // src.window_ns, stop // src.window_ns):
             self._emitted[window] = counts.get(window, (0, 0))
         batches = [
@@ -310,6 +350,50 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         for frame in frames_from_csv(rows):
             self.stats.rows += len(frame)
             yield frame
+
+    def _foreign_frames(self, start: int, stop: int) -> list[Frame]:
+        """This shard's Reflex points translated from the foreign points of ``[start, stop)``;
+        the translator's notes join the late records (shard 0 only: every shard reads them)."""
+        params = {"start": start, "stop": stop, "foreign": _foreign_pattern()}
+        points = [
+            _present(point)
+            for frame in frames_from_csv(self._csv(_FOREIGN_FLUX, params))
+            for point in frame.points()
+        ]
+        points.sort(key=lambda point: point.time_ns)  # a series at a time: memory follows time
+        self.stats.foreign_points += len(points)
+        mine: list[Point] = []
+        for point in points:
+            try:
+                translated, notes = self._foreign.translate(point)
+            except PointError as error:
+                translated, notes = [], []
+                if self._index == 0:
+                    self._late.append(ErrorRecord("source", error.code, str(error)[:300]))
+            if self._index == 0:
+                self._late += [ErrorRecord(n.where, n.code, n.detail) for n in notes]
+            n_shards = self._source.n_shards
+            mine += [p for p in translated if shard_of(p.tags["node"], n_shards) == self._index]
+        return frames_from_points(mine) if mine else []
+
+    def _tell_unreadable(self, start: int) -> None:
+        """Logs once (shard 0) the bucket's measurements this source cannot read, and why."""
+        self._told_unreadable = True
+        if self._index != 0:
+            return
+        since = start - max(self._source.late_horizon_ns, 3600 * 10**9)
+        rows = self._csv(_MEASUREMENTS_FLUX, {"start": since})
+        found = {row[-1] for row in rows if len(row) > 3 and row[0] == "" and row[1] != "result"}
+        unreadable = sorted(name for name in found if not _readable(name))
+        if unreadable:
+            _log.warning(
+                "influx source: %d measurement(s) in bucket %r are neither Reflex's "
+                "(schemas/measurements.csv) nor in a foreign table (schemas/foreign/), and are "
+                "not read: %s",
+                len(unreadable),
+                self._source.settings.bucket,
+                ", ".join(unreadable[:20]) + (", ..." if len(unreadable) > 20 else ""),
+            )
 
     def _check_late(self, start: int) -> None:
         """Recounts recently read windows; what the server has beyond that arrived late."""
@@ -396,6 +480,25 @@ def _split_windows(frame: Frame, window_ns: int) -> Iterator[tuple[int, Frame]]:
         return
     for window in np.unique(windows).tolist():
         yield window, frame.take(windows == window)
+
+
+def _foreign_pattern() -> str:
+    """An anchored regex of the foreign measurements, any ``DCGM_FI_*`` metric included."""
+    names = sorted(load_foreign_mapping().names() - {DCGM_PREFIX})
+    alternatives = [_regex_literal(name) for name in names] + [_regex_literal(DCGM_PREFIX) + ".*"]
+    return "^(?:" + "|".join(alternatives) + ")$"
+
+
+def _readable(measurement: str) -> bool:
+    """Whether a measurement is Reflex's (its telemetry, its own outputs) or a foreign one."""
+    own = measurement.startswith("reflex_") or measurement in load_schema().measurements
+    return own or measurement in load_foreign_mapping().names()
+
+
+def _present(point: Point) -> Point:
+    """A point without the tags a Flux table leaves empty (another series' tag columns)."""
+    tags = {name: value for name, value in point.tags.items() if value}
+    return Point(point.measurement, tags, point.fields, point.time_ns)
 
 
 def _regex_literal(text: str) -> str:

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from reflex_localize.schemas.foreign_mapping import PROMETHEUS_MEASUREMENTS, ForeignMapping
+from reflex_localize.schemas.foreign_mapping import ForeignMapping
 from reflex_localize.schemas.line_file import PieceLines
 
 _NO_WINDOW = np.iinfo(np.int64).min  # outside every clock: the line goes the long way
@@ -41,7 +41,7 @@ class PlainRuns:
         self, clock: _Clock, low_ns: int, high_ns: int, window_ns: int, mapping: ForeignMapping
     ) -> None:
         self._clock, self._low, self._high, self._window_ns = clock, low_ns, high_ns, window_ns
-        self._foreign = frozenset({*mapping.by_measurement, *PROMETHEUS_MEASUREMENTS})
+        self._foreign = mapping.names()  # any DCGM_FI_* metric is foreign too
         self.stamps = np.empty(0, np.int64)
         self.windows: np.ndarray | None = None
 

@@ -251,8 +251,10 @@ class PushPartition(StatefulSourcePartition[WindowBatch, int]):
             max_windows_per_query=source.max_windows,
             clock=source.clock,
         )
-        self._backfill: InfluxPartition | None = self._reader.build_part(
-            "backfill", shard, cursor_ns
+        # The backfill translates foreign points with the push's translator: one memory (last
+        # XID, counters) whichever way a window comes.
+        self._backfill: InfluxPartition | None = InfluxPartition(
+            self._reader, shard, cursor_ns, translator=self._foreign
         )
 
     def go_live(self, closing_ns: int) -> None:

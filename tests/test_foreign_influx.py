@@ -1,0 +1,149 @@
+"""Telegraf and dcgm-exporter data stored in a real InfluxDB give the same events through the
+polling source (``--source influx``), the push source's Flux backfill (``--source influx-push``
+after a restart) and the line-protocol replay of the same lines.
+
+The data is a simulated run written out in the foreign shapes (``tests/foreign_inverse.py``):
+dcgm-exporter through Telegraf's ``inputs.prometheus`` metric version 1 (one measurement per
+metric) and 2 (measurement ``prometheus``), and Telegraf's ``nvidia_smi`` and ``infiniband``.
+Profiling metrics no table lists (``DCGM_FI_PROF_*``) are added to the metric-version-1 run:
+counted and ignored, one note each, never refused line by line.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from foreign_inverse import foreign_replay
+from test_flow_influx import write_lines
+
+from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.io.influx_source import InfluxSource
+from reflex_localize.flows.io.push_source import PushSource
+from reflex_localize.flows.io.sources import LineProtocolSource
+from reflex_localize.flows.runner import RunResult, run_in_process
+from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.schemas.line_file import line_stamp
+
+pytestmark = [pytest.mark.influx, pytest.mark.slow]
+SHARDS = 3
+WINDOW_NS = 10 * 10**9
+# Two profiling metrics dcgm-exporter sends by default on H100s, in no table.
+PROFILING = ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
+
+
+def with_profiling(lines: list[str]) -> list[str]:
+    """Adds the profiling metrics beside each GPU temperature line (metric version 1)."""
+    out = []
+    for line in lines:
+        out.append(line)
+        if line.startswith("DCGM_FI_DEV_GPU_TEMP,"):
+            head, _, stamp = line.rsplit(" ", 2)  # the field section holds no space
+            tags = head.partition(",")[2]
+            out += [f"{name},{tags} gauge=0.5 {stamp}" for name in PROFILING]
+    return out
+
+
+def outcome(events: list[LocalizationEvent]) -> list[tuple[object, ...]]:
+    return [
+        (e.trigger, e.severity, e.top.node, e.top.component, e.top.index) if e.top else
+        (e.trigger, e.severity)
+        for e in events
+    ]  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+CASES = {
+    "dcgm-v1": ("fault_xid79", 340, "dcgm_v1"),
+    "dcgm-v2": ("fault_xid79", 340, "dcgm_v2"),
+    "telegraf": ("fault_ib_flapping", 370, "telegraf"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_same_foreign_data_gives_the_same_events_from_every_source(
+    influx: InfluxServer, influx_bucket: str, tmp_path: Path, case: str
+) -> None:
+    scenario, seconds, shape = CASES[case]
+    lines = foreign_replay(scenario, seconds, shape)
+    if shape == "dcgm_v1":
+        lines = with_profiling(lines)
+    path = tmp_path / "foreign.lp"
+    path.write_text("\n".join(lines) + "\n")
+    from_file = run_in_process(LineProtocolSource(path, SHARDS, 10.0))
+    assert from_file.events, "the replay must find the fault"
+
+    write_lines(influx, influx_bucket, lines)
+    stamps = [s for s in map(line_stamp, lines) if s is not None]
+    start, stop = min(stamps) // WINDOW_NS * WINDOW_NS, max(stamps) + 1
+    settings = influx.settings(influx_bucket)
+    polled = InfluxSource(
+        settings, n_shards=SHARDS, start_ns=start, stop_ns=stop, clock=lambda: stop + 60 * 10**9
+    )
+    from_influx = run_in_process(polled)
+    # A push source whose stream never came: every window is its Flux backfill.
+    backfill = PushSource(
+        settings,
+        push_token="unused",
+        port=free_port(),
+        n_shards=SHARDS,
+        start_ns=start,
+        stop_ns=stop,
+        clock=lambda: stop + 60 * 10**9,
+    )
+    from_backfill = run_in_process(backfill)
+
+    expected = outcome(from_file.events)
+    assert outcome(from_influx.events) == expected
+    assert outcome(from_backfill.events) == expected
+    assert sum(s.backfill_windows for s in backfill.stats.values()) > 0
+    assert_same_errors(from_influx, from_file)
+    assert_same_errors(from_backfill, from_file)
+    if shape == "dcgm_v1":
+        unknown = [e for e in from_influx.errors if e.reason == "foreign_field_unknown"]
+        assert sorted(e.detail.split(":")[0] for e in unknown) == sorted(PROFILING)
+
+
+def assert_same_errors(got: RunResult, want: RunResult) -> None:
+    """The same records by code (the replay's details name line numbers, Flux has none)."""
+    assert got.error_counts == want.error_counts
+    assert set(got.error_counts) <= {"foreign_field_ignored", "foreign_field_unknown"}
+
+
+def test_the_source_says_once_what_it_cannot_read(
+    influx: InfluxServer, influx_bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    t0 = 1_767_225_600 * 10**9
+    lines = [
+        f"cpu,host=n1,cpu=cpu-total usage_idle=97.5 {t0 + 10**9}",
+        f"mem,host=n1 used_percent=12.5 {t0 + 10**9}",
+        f"nvidia_smi,host=n1,index=0,name=NVIDIA\\ H100\\ 80GB\\ HBM3 temperature_gpu=40i {t0}",
+        f"host,cluster=c,node=n1 load1=0.5 {t0}",
+    ]
+    write_lines(influx, influx_bucket, lines)
+    source = InfluxSource(
+        influx.settings(influx_bucket),
+        n_shards=2,
+        start_ns=t0,
+        stop_ns=t0 + 3 * WINDOW_NS,
+        clock=lambda: t0 + 10 * WINDOW_NS,
+    )
+    parts = [source.build_part("in", name, None) for name in source.list_parts()]
+    with caplog.at_level(logging.WARNING, "reflex_localize.flows.io.influx_source"):
+        batches = [batch for part in parts for batch in part.next_batch()]
+    for part in parts:
+        part.close()
+    told = [r.getMessage() for r in caplog.records if "not read" in r.getMessage()]
+    assert len(told) == 1, told
+    assert told[0].endswith("not read: cpu, mem"), told[0]
+    read = Counter(frame.measurement for batch in batches for frame in batch.frames)
+    assert read == Counter({"gpu": 1, "host": 1})
+    assert not [error for batch in batches for error in batch.errors]
