@@ -5,6 +5,7 @@ no development "stops", no dates)."""
 from __future__ import annotations
 
 import functools
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from reflex_localize.shell.cli import main
+from reflex_localize.shell.simulated_source import simulated_windows
 from reflex_localize.simulator import Simulation, load_scenario
 from reflex_localize.simulator.scenario import family_names, family_scenarios, scenario_names
 
@@ -147,8 +149,6 @@ def test_the_demo_the_readme_describes_is_the_demo_scenario() -> None:
     (injected,) = _stated(r"\| demo: injected faults localized \| \d+ of (\d+) \|", readme)
     sim = Simulation(load_scenario("demo"), seed=7)
     assert (nodes, seconds, injected) == (len(sim.cluster.nodes), sim.duration_s, len(sim.truth))
-    from reflex_localize.shell.simulated_source import simulated_windows
-
     made = sum(len(frame) for _, frames in simulated_windows(sim, 10.0) for frame in frames)
     assert points == made
 
@@ -165,3 +165,23 @@ def test_the_demo_table_in_the_readme_is_what_the_demo_prints(tmp_path: Path) ->
     assert printed == stated, result.output
     assert "Two benign warnings" in readme
     assert ["events", "event_outside_jobs", "2"] in cells, result.output
+
+
+def test_the_tours_replay_finds_the_event_the_readme_names() -> None:
+    """The tour replays ``fault_xid79`` seed 7 from a file; ``reflex localize`` runs the same
+    scenario through the same flow in-process, and event ids are the same either way."""
+    readme = _text(README)
+    (points,) = _stated(r"--out capture\.lp +# (\d+)k points", readme)
+    node, gpu = re.findall(r"# one event: (node-\d+) gpu (\d+)", readme)[0]
+    prefix = re.findall(r"reflex report (\w+) --events flow-out/events\.jsonl", readme)[0]
+    sim = Simulation(load_scenario("fault_xid79"), seed=7)
+    made = sum(len(frame) for _, frames in simulated_windows(sim, 10.0) for frame in frames)
+    assert round(made / 1000) == points
+    args = ["localize", "--scenario", "fault_xid79", "--seed", "7", "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    events = json.loads(result.output)["events"]
+    assert len(events) == 1, events
+    top = events[0]["suspects"][0]
+    assert (top["node"], top["component"], str(top["index"])) == (node, "gpu", gpu)
+    assert events[0]["event_id"].startswith(prefix)
