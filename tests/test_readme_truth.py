@@ -163,6 +163,8 @@ def test_the_demo_table_in_the_readme_is_what_the_demo_prints(tmp_path: Path) ->
     cells = [[c.strip() for c in line.strip("│").split("│")] for line in result.output.splitlines()]
     printed = [row for row in cells if len(row) == len(stated[0])]
     assert printed == stated, result.output
+    localized, _ = _stated(r"\| demo: injected faults localized \| (\d+) of (\d+) \|", readme)
+    assert localized == sum(row[-1] == "correct" for row in printed)
     assert "Two benign warnings" in readme
     assert ["events", "event_outside_jobs", "2"] in cells, result.output
 
