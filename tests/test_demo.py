@@ -46,11 +46,18 @@ def test_every_demo_option_says_what_it_does() -> None:
     assert all(name in str(scenario_help) for name in scenario_names())
 
 
-def test_the_demo_takes_its_influx_url_from_the_flag_alone() -> None:
+def test_the_demo_takes_its_influx_url_from_the_flag_alone(tmp_path: Path) -> None:
     from reflex_localize.shell.demo import command
 
     url_help = next(str(p.help) for p in command.params if p.name == "influx_url")
     assert "REFLEX_INFLUX_URL" in url_help and "not read" in url_help
+    scenario = tmp_path / "tiny.toml"
+    scenario.write_text(TINY_SCENARIO)
+    args = ["demo", "--no-live", "--scenario", str(scenario), "--out", str(tmp_path / "out")]
+    nowhere = {"REFLEX_INFLUX_URL": "http://127.0.0.1:9", "REFLEX_INFLUX_TOKEN": "t"}
+    result = CliRunner().invoke(main, args, env=nowhere)  # port 9: nothing answers there
+    assert result.exit_code == 0, result.output
+    assert "alert rules installed" not in result.output
 
 
 def test_the_live_view_and_the_table_stay_apart_in_a_file(tmp_path: Path) -> None:
