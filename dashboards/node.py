@@ -195,7 +195,7 @@ def _baseline() -> Json:
             "own = base",
             f"  |> filter(fn: (r) => {THIS_NODE})",
             '  |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")',
-            '  |> map(fn: (r) => ({r with entity: r.component + " " + r.index}))',
+            '  |> map(fn: (r) => ({r with entity: r.component + " " + r.index + " " + r.state}))',
             "line = (name, k) => own",
             "  |> map(fn: (r) => ({_time: r._time, _value: r.center + k * r.scale, "
             'series: r.entity + " " + name}))',

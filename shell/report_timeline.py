@@ -275,7 +275,9 @@ def _timeline(
 def _stored_baseline(
     source: TimelineSource, signal: str, entity: str, span: Range, times: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, str]:
-    """The flow's own ``reflex_baseline`` points, stepped onto the buckets, where stored."""
+    """The flow's own ``reflex_baseline`` points, stepped onto the buckets, where stored: the
+    baseline under load (what a part of a running job is judged against), or the one baseline
+    of an entity whose node sent no GPU utilization."""
     node, component, index = entity.split("|")
     nan = np.full(len(times), np.nan)
     rows_t, rows_c, rows_s = [], [], []
@@ -287,6 +289,8 @@ def _stored_baseline(
             & (frame.tags["index"] == index)
             & (frame.tags["signal"] == signal)
         )
+        if "state" in frame.tags:
+            mask &= np.isin(frame.tags["state"], ["busy", "any"])
         rows_t.append(frame.time_ns[mask])
         rows_c.append(frame.fields["center"][mask])
         rows_s.append(frame.fields["scale"][mask])

@@ -253,7 +253,7 @@ def results(now_ns: int, *, fault: bool, minutes: int = 30) -> Iterator[Point]:
                 }
                 yield Point("reflex_score", tags, fields, t)
                 for name, center in (("temperature_high", 66.0), ("power_low", 640.0)):
-                    base = {**tags, "signal": name}
+                    base = {**tags, "signal": name, "state": "busy"}
                     shift = NODES.index(node) * 0.5
                     stats = {"center": center + shift, "scale": 1.5, "count": 100 + i}
                     yield Point("reflex_baseline", base, stats, t)

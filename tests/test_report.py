@@ -376,7 +376,7 @@ def test_report_from_influxdb_uses_the_flows_stored_baseline(
             Point(
                 "reflex_baseline",
                 {"cluster": event.cluster, "node": top.node, "component": top.component,
-                 "index": top.index, "signal": "sm_clock_low"},
+                 "index": top.index, "signal": "sm_clock_low", "state": "busy"},
                 {"center": 1950.0, "scale": 12.0, "count": 600},
                 start + i * 30 * 10**9,
             )

@@ -7,6 +7,9 @@ results_bucket = "reflex"
 cluster = "c1"
 node = "n03"
 gpu = "1"
+// The GPU's baseline in one workload state: busy, idle or checkpoint (any where the node sent
+// no GPU utilization, so one baseline serves every state).
+state = "busy"
 start = -30d
 
 baseline =
@@ -15,7 +18,7 @@ baseline =
         |> filter(fn: (r) => r._measurement == "reflex_baseline")
         |> filter(fn: (r) => r._field == "center" or r._field == "scale")
         |> filter(fn: (r) => r.cluster == cluster and r.node == node)
-        |> filter(fn: (r) => r.component == "gpu" and r.index == gpu)
+        |> filter(fn: (r) => r.component == "gpu" and r.index == gpu and r.state == state)
 latest =
     baseline
         |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")

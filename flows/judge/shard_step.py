@@ -39,6 +39,7 @@ from reflex_localize.flows.signals.derive import (
 from reflex_localize.flows.signals.gpu_identity import GpuIdentity
 from reflex_localize.flows.signals.job_pause import WindowActivity
 from reflex_localize.flows.signals.visible_gpus import node_gpu, renumbered
+from reflex_localize.flows.signals.workload_state import entity_and_state, state_keys
 from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
 from reflex_localize.schemas.codec import Point
 from reflex_localize.schemas.contract import load_schema
@@ -143,9 +144,11 @@ class ShardState(FieldsFilledOnRestore):
         ):
             if profile:
                 self.node_profile[entity.split("|", 1)[0]] = profile
-        temporal = self.baseline.score_many(signals.entities, signals.values)
-        self.baseline.learn_many(signals.entities, signals.values)
-        scales = self.baseline.scale(self.baseline.rows(signals.entities, create=True))
+        activity = WindowActivity.of(by_measurement)  # idling and writing, for every job
+        keys = state_keys(signals.entities, activity)  # a baseline per workload state
+        temporal = self.baseline.score_many(keys, signals.values)
+        self.baseline.learn_many(keys, signals.values)
+        scales = self.baseline.scale(self.baseline.rows(keys, create=True))
         self._remember_deviations(signals.entities, temporal, batch.end_ns)
         events = self._events(by_measurement.get("event", []))
         steps = _step_rows(by_measurement.get("train_step", []))
@@ -162,7 +165,6 @@ class ShardState(FieldsFilledOnRestore):
         for job, clocks in window_clocks(jobs_on_node, signals.entities, signals.values).items():
             self.busy_clocks.observe(job, clocks)
         routed, orphans = route_events(events, jobs_on_node, self.gpu_claims)
-        activity = WindowActivity.of(by_measurement)  # for every job: is it writing a checkpoint
         out += self._orphans(orphans, batch)
         out += self._contradictions()
         for job in sorted(set(self.members) | ended):
@@ -431,7 +433,8 @@ class ShardState(FieldsFilledOnRestore):
     def _baseline_points(self, time_ns: int) -> list[Point]:
         points = []
         b = self.baseline
-        for entity, row in b.index.items():
+        for key, row in b.index.items():
+            entity, state = entity_and_state(key)
             node, component, index = entity.split("|")
             for j, signal in enumerate(SIGNAL_NAMES):
                 if b.count[row, j] < b.warmup:
@@ -445,6 +448,7 @@ class ShardState(FieldsFilledOnRestore):
                             "component": component,
                             "index": index,
                             "signal": signal,
+                            "state": state,
                         },
                         {
                             "center": float(b.mean[row, j]),
