@@ -38,6 +38,9 @@ class CollectSettings:
     # Where training hooks on this node send their records (collectors/hook_receiver.py);
     # REFLEX_HOOK_SOCKET overrides it for the agent and the hook alike.
     hook_socket: str = DEFAULT_HOOK_SOCKET
+    # Also listen on TCP at host:port (the node's own address), for pods that cannot mount the
+    # socket; REFLEX_HOOK_ADDRESS overrides it for the agent and the hook alike. "": no TCP.
+    hook_address: str = ""
 
     def interval(self, collector: str, default: float) -> float:
         return float(self.intervals.get(collector, default))

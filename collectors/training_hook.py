@@ -8,6 +8,10 @@ them: the job holds no token. Nothing here blocks training or raises into it: wh
 is full, or the agent is away past the retry buffer, records are dropped and counted in
 :attr:`TrainingHook.stats` (and reported to the agent with the next datagram that gets there).
 
+Pods that may not mount the socket send the same records to the agent's TCP port at their
+node's address: ``REFLEX_HOOK_ADDRESS=$(HOST_IP):9103`` with ``HOST_IP`` from the downward API's
+``status.hostIP`` (deploy/training-pod-example.yaml). The job is named by :func:`job_id`.
+
 Sites without an agent opt in to InfluxDB directly with ``REFLEX_HOOK_SINK=influx`` and the
 ``REFLEX_INFLUX_*`` variables, or ``sink=http_sink(...)``.
 
@@ -23,7 +27,7 @@ time, so a node with a broken clock does not look late or missing to the flow.
 
 Who this rank is comes from the arguments, else torch.distributed when it is initialized,
 else the launcher's environment (torchrun RANK/WORLD_SIZE/LOCAL_RANK, SLURM_PROCID/
-SLURM_NTASKS/SLURM_LOCALID/SLURM_JOB_ID). dp/pp/tp ranks follow Megatron-LM's layout
+SLURM_NTASKS/SLURM_LOCALID; the job from :func:`job_id`). dp/pp/tp ranks follow Megatron-LM's layout
 (tensor-parallel ranks adjacent, then data-parallel, then pipeline stages) from ``tp_size`` and
 ``pp_size``. The GPU it reports is the CUDA device it uses (its local rank), with the process's
 ``CUDA_VISIBLE_DEVICES`` and ``NVIDIA_VISIBLE_DEVICES`` as they were at start, so that the flow
@@ -59,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reflex_localize.collectors.hook_socket import SocketSink, socket_path
+from reflex_localize.collectors.hook_socket import ADDRESS_ENV, SocketSink, TcpSink, socket_path
 from reflex_localize.influx.clock_offset import ClockOffset
 
 log = logging.getLogger(__name__)
@@ -113,8 +117,29 @@ def detect_rank(
         rank = _int(env, "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK") or 0
         world = _int(env, "WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE") or 1
     local = _int(env, "LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK")
-    job = job or env.get("REFLEX_JOB") or env.get("SLURM_JOB_ID") or env.get("TORCHELASTIC_RUN_ID")
-    return with_layout(rank, world or 1, local, job or "unknown", tp_size, pp_size)
+    return with_layout(rank, world or 1, local, job or job_id(env), tp_size, pp_size)
+
+
+def job_id(env: Mapping[str, str]) -> str:
+    """The job this process belongs to, as the scheduler or the operator names it, the same in
+    every rank: ``REFLEX_JOB`` (set it in Kubernetes from the Job's label with the downward API,
+    ``metadata.labels['batch.kubernetes.io/job-name']``), else ``SLURM_JOB_ID``, else torchrun's
+    ``TORCHELASTIC_RUN_ID`` unless it is its default ``none``, else torchrun's rendezvous
+    (``MASTER_ADDR:MASTER_PORT``: no two running jobs share it), else this process alone
+    (``<host>-<pid>``). Never one name shared by unrelated jobs.
+
+    >>> job_id({"TORCHELASTIC_RUN_ID": "none", "SLURM_JOB_ID": "4242"})
+    '4242'
+    >>> job_id({"TORCHELASTIC_RUN_ID": "none", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"})
+    'torchrun-10.0.0.1:29500'
+    """
+    for name in ("REFLEX_JOB", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"):
+        value = env.get(name, "").strip()
+        if value and value.lower() != "none":
+            return value
+    if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+        return f"torchrun-{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
+    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 def with_layout(
@@ -193,7 +218,7 @@ class TrainingHook:
         env = os.environ if env is None else env
         if rank is not None:
             self.info = with_layout(
-                rank, world_size or 1, local_rank, job or "unknown", tp_size, pp_size
+                rank, world_size or 1, local_rank, job or job_id(env), tp_size, pp_size
             )
         else:
             self.info = detect_rank(env, job, tp_size, pp_size)
@@ -213,6 +238,7 @@ class TrainingHook:
         self._max_queue = max_queue
         self._retry: deque[str] = deque()
         self._max_retry = max_retry_lines
+        self._cut_off = False  # the last send failed: the agent may have restarted
         self._flush_interval_s = flush_interval_s
         self._last_step = time.perf_counter()
         self._step_number = 0
@@ -347,6 +373,9 @@ class TrainingHook:
         if isinstance(self._sink, SocketSink):
             sent = self._sink.send_lines(lines, self.stats.dropped)
             self.stats.sent_lines += sent
+            if sent and self._cut_off:  # the agent is back: restate membership at once
+                self._next_membership = 0.0
+            self._cut_off = sent < len(lines)
             if sent < len(lines):
                 self._keep_for_retry(lines[sent:], self._sink.last_error)
             return
@@ -518,6 +547,13 @@ def sink_from_env(env: Mapping[str, str]) -> Sink | SocketSink:
         return http_sink_from_env(env)
     if choice != "agent":
         log.warning("reflex training hook: REFLEX_HOOK_SINK=%r: expected agent or influx", choice)
+    address = env.get(ADDRESS_ENV, "").strip()
+    if address:  # the agent's TCP port at the node's address (a pod without the socket)
+        try:
+            return TcpSink(address)
+        except ValueError as error:
+            log.warning("reflex training hook: %s=%r: %s; using the socket", ADDRESS_ENV,
+                        address, error)  # fmt: skip
     return SocketSink(socket_path(env))
 
 
