@@ -132,7 +132,9 @@ def validate_frame(
         for tag_row, why in _bad_tag_rows(column, frame.measurement, name).items():
             if not bad[tag_row]:
                 reasons[tag_row], bad[tag_row] = why, True
-    for range_row, why in out_of_range(frame, schema).items():  # a value no sensor reads
+    for range_row, why in out_of_range(
+        frame.measurement, frame.tags, frame.fields, schema
+    ).items():  # a value no sensor reads
         if not bad[range_row]:
             reasons[range_row], bad[range_row] = why, True
     if not bad.any():

@@ -11,10 +11,9 @@ what the flow is there to judge.
 
 >>> import numpy as np
 >>> from reflex_localize.schemas.contract import load_schema
->>> from reflex_localize.schemas.frame import Frame
->>> tags = {name: np.array(["x", "x"], object) for name in ("cluster", "job", "node", "rank")}
->>> frame = Frame("train_step", np.array([1, 2]), tags, {"loss": np.array([2.5, 1e23])})
->>> [(row, error.code) for row, error in out_of_range(frame, load_schema()).items()]
+>>> loss = {"loss": np.array([2.5, 1e23])}
+>>> [(row, error.code) for row, error in out_of_range("train_step", {}, loss,
+...                                                   load_schema()).items()]
 [(1, 'out_of_range')]
 >>> plausible_range(load_schema().field("gpu", "power_watts"), "h100-sxm5-80gb")
 (0.0, 1400.0)
@@ -23,16 +22,13 @@ what the flow is there to judge.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 import numpy as np
 
 from reflex_localize.schemas.codec import PointError
 from reflex_localize.schemas.contract import FieldSpec, Schema
 from reflex_localize.schemas.hardware_profiles import load_profiles
-
-if TYPE_CHECKING:
-    from reflex_localize.schemas.frame import Frame
 
 PROFILE_TAG = "profile"  # the tag that names a row's hardware profile, where there is one
 
@@ -49,13 +45,18 @@ def plausible_range(spec: FieldSpec, profile: str | None = None) -> tuple[float,
     return low, high
 
 
-def out_of_range(frame: Frame, schema: Schema) -> dict[int, PointError]:
-    """The rows of ``frame`` with a value outside its field's plausible range, with the first
-    such field's reason. The frame's columns are of their declared types already."""
-    spec = schema.measurement(frame.measurement)
-    profiles = _Profiles(frame.tags.get(PROFILE_TAG) if PROFILE_TAG in spec.tags else None)
+def out_of_range(
+    measurement: str,
+    tags: Mapping[str, np.ndarray],
+    fields: Mapping[str, np.ndarray],
+    schema: Schema,
+) -> dict[int, PointError]:
+    """The rows of a frame's columns with a value outside its field's plausible range, with
+    the first such field's reason. The columns are of their declared types already."""
+    spec = schema.measurement(measurement)
+    profiles = _Profiles(tags.get(PROFILE_TAG) if PROFILE_TAG in spec.tags else None)
     reasons: dict[int, PointError] = {}
-    for name, column in frame.fields.items():
+    for name, column in fields.items():
         declared = spec.fields[name]
         if declared.type not in ("float", "int") or not len(column):
             continue
@@ -65,7 +66,7 @@ def out_of_range(frame: Frame, schema: Schema) -> dict[int, PointError]:
         for row in np.flatnonzero(broken).tolist():
             if row not in reasons:
                 value = column[row].item()
-                reasons[row] = _reason(frame.measurement, declared, value, row, low, high, named)
+                reasons[row] = _reason(measurement, declared, value, row, low, high, named)
     return reasons
 
 
