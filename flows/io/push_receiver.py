@@ -20,7 +20,10 @@ What this receiver answers, and why:
   already and would resend a refused batch forever.
 
 The connection is closed after every refusal, so an unread body cannot be taken for the next
-request.
+request. Connections are served by :class:`~influx.guarded_http.GuardedServer`: TLS
+handshakes off the accept loop with a timeout, header and body timeouts, a connection cap and
+a bounded pool of threads, and abuse logged once per kind per minute, so idle or silent
+clients cannot stop the endpoint (issue 40).
 
 >>> received = []
 >>> receiver = PushReceiver(lambda lines, label: received.append(lines), token="t", port=0)
@@ -38,9 +41,10 @@ import threading
 import zlib
 from collections import Counter
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import count
 from urllib.parse import parse_qs, urlsplit
+
+from reflex_localize.influx.guarded_http import AbuseLog, GuardedHandler, GuardedServer
 
 _log = logging.getLogger(__name__)
 
@@ -48,6 +52,9 @@ WRITE_PATH = "/api/v2/write"
 # InfluxDB's replication batches are about 500 kB of line protocol before gzip; leave room.
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_INFLATED_BYTES = 256 * 1024 * 1024
+# InfluxDB's replication keeps one connection per stream; a few hundred is room for any fleet's
+# streams and the probes. Past it the longest idle connection is closed for a new one.
+DEFAULT_MAX_CONNECTIONS = 512
 _READ_CHUNK = 1 << 16
 
 Deliver = Callable[[list[str], str], None]
@@ -80,6 +87,10 @@ class PushReceiver:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
         ssl_context: ssl.SSLContext | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        workers: int = 8,
+        header_timeout_s: float = 10.0,
+        body_timeout_s: float = 120.0,
     ) -> None:
         if not token:
             raise ValueError("the push receiver needs a token of its own")
@@ -88,8 +99,12 @@ class PushReceiver:
         self.max_body_bytes, self.max_inflated_bytes = max_body_bytes, max_inflated_bytes
         self._token = token.encode()
         self._ssl_context = ssl_context
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: GuardedServer | None = None
+        self._abuse: AbuseLog | None = None  # kept after stop
+        self._guard = {
+            "max_connections": max_connections, "workers": workers,
+            "header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s,
+        }  # fmt: skip
         self._numbers = count(1)
         self.stats: Counter[int] = Counter()
         self._stats_lock = threading.Lock()
@@ -99,7 +114,12 @@ class PushReceiver:
 
     @property
     def port(self) -> int:
-        return self._server.server_address[1] if self._server is not None else self._port
+        return self._server.port if self._server is not None else self._port
+
+    @property
+    def abuse(self) -> Counter[str]:
+        """Connections refused or closed for abuse, by kind (idle, slow, failed TLS...)."""
+        return Counter(self._abuse.counts) if self._abuse is not None else Counter()
 
     @property
     def url(self) -> str:
@@ -107,22 +127,17 @@ class PushReceiver:
         return f"{scheme}://{self.host}:{self.port}"
 
     def start(self) -> PushReceiver:
-        server = ThreadingHTTPServer((self.host, self._port), _handler_for(self))
-        server.daemon_threads = True
-        if self._ssl_context is not None:
-            server.socket = self._ssl_context.wrap_socket(server.socket, server_side=True)
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, name="push-receiver", daemon=True
-        )
-        self._thread.start()
+        server = GuardedServer(
+            _handler_for(self), host=self.host, port=self._port, ssl_context=self._ssl_context,
+            name="push receiver", **self._guard,  # type: ignore[arg-type]
+        )  # fmt: skip
+        self._server, self._abuse = server.start(), server.abuse
         return self
 
     def stop(self) -> None:
         server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.stop()
 
     # ---- one request ----------------------------------------------------------------------
 
@@ -166,7 +181,7 @@ class PushReceiver:
             self.stats[status] += 1
 
 
-def _handler_for(receiver: PushReceiver) -> type[BaseHTTPRequestHandler]:
+def _handler_for(receiver: PushReceiver) -> type[GuardedHandler]:
     class Handler(_WriteHandler):
         pass
 
@@ -174,17 +189,15 @@ def _handler_for(receiver: PushReceiver) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-class _WriteHandler(BaseHTTPRequestHandler):
-    receiver: PushReceiver
-    protocol_version = "HTTP/1.1"  # keep-alive: the stream reuses its connection
-
-    def log_message(self, format: str, *args: object) -> None:
-        _log.debug("push receiver: " + format, *args)
+class _WriteHandler(GuardedHandler):
+    receiver: PushReceiver  # keep-alive (HTTP/1.1): the stream reuses its connection
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
-        if path in ("/health", "/ping"):
-            self._answer(200 if path == "/health" else 204, '{"status":"pass"}')
+        if path == "/health":
+            self._answer(200, '{"status":"pass"}')
+        elif path == "/ping":  # as InfluxDB's: a bare 204 (a 204 has no body)
+            self._answer(204, "")
         else:
             self._refuse(Refused(404, f"{path}: not found"))
 
@@ -224,18 +237,22 @@ class _WriteHandler(BaseHTTPRequestHandler):
         if not length.isdigit():
             raise Refused(400, f"Content-Length {length[:40]!r} is not a number")
         if int(length) > limit:
-            raise Refused(413, f"the body ({length} bytes) is over the limit of {limit} bytes")
-        return self.rfile.read(int(length))
+            raise Refused(413, f"the body ({length[:40]} bytes) is over the limit of {limit} bytes")
+        self.expect_body()
+        body = self.rfile.read(int(length))
+        if len(body) < int(length):
+            raise Refused(400, f"the body ended after {len(body)} of {length} bytes")
+        return body
 
     def _chunked(self, limit: int) -> bytes:
         parts: list[bytes] = []
         total = 0
+        self.expect_body()
         while True:
             size_line = self.rfile.readline(1024).split(b";", 1)[0].strip()
-            try:
-                size = int(size_line, 16)
-            except ValueError:
-                raise Refused(400, f"bad chunk size {size_line[:40]!r}") from None
+            if not size_line or not all(c in b"0123456789abcdefABCDEF" for c in size_line):
+                raise Refused(400, f"bad chunk size {size_line[:40]!r}")
+            size = int(size_line, 16)
             if size == 0:
                 while self.rfile.readline(1024).strip():  # trailers, up to the blank line
                     pass
