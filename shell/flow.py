@@ -45,6 +45,7 @@ from reflex_localize.shell.cli_checks import (
     scenario_problem,
 )
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
+from reflex_localize.shell.recovery_guard import recovery_problem, remember_parameters
 from reflex_localize.shell.recovery_keys import keys_problem
 from reflex_localize.shell.reject_summary import read_reject_counts, report_rejects
 
@@ -239,6 +240,10 @@ def command(
     args = [sys.executable, "-m", "bytewax.run", FLOW, "-w", str(workers)]
     if not no_recovery:
         directory = recovery_dir or out / "recovery"
+        parameters = {"window": window, "shards": shards, "cluster": cluster}
+        problem = recovery_problem(directory, parameters)  # first: it opens each partition
+        if problem is not None:
+            raise click.ClickException(problem)
         problem = keys_problem(directory, shard_keys)
         if problem is not None:
             raise click.UsageError(problem)
@@ -246,6 +251,7 @@ def command(
             ensure_recovery_dir(directory, recovery_parts)
         else:
             directory.mkdir(parents=True, exist_ok=True)
+        remember_parameters(directory, parameters)
         args += ["-r", str(directory), "-s", str(snapshot_interval), "-b", str(backup_interval)]
     if processes > 1:
         env["REFLEX_HEALTH_PORT_PER_PROCESS"] = "1"  # -p N share a host: process K on PORT+K
