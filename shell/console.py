@@ -13,7 +13,15 @@ HOOK_ONLY = (
 )
 
 
+OLD_PYTHON = (
+    "reflex: the commands need Python 3.11 or newer (this is Python {}.{}); on it, "
+    "reflex-localize is the training hook alone."
+)
+
+
 def main() -> None:
+    if sys.version_info < (3, 11):  # noqa: UP036 (the hook's install reaches 3.10)
+        sys.exit(OLD_PYTHON.format(*sys.version_info[:2]))
     try:
         from reflex_localize.shell.cli import main as cli_main
     except ModuleNotFoundError as error:
