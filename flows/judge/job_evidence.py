@@ -18,6 +18,7 @@ from reflex_localize.flows.incidents.events import Evidence
 from reflex_localize.flows.judge.detectors import MIN_PEERS, evidence_strength, peer_deviation
 from reflex_localize.flows.judge.nic_roles import nic_roles
 from reflex_localize.flows.judge.shard_step import DIRECTION, FLOORS
+from reflex_localize.flows.judge.site_blame import SWITCH_TAG
 from reflex_localize.flows.messages import ExplicitEvent, JobWindow, RankInfo
 from reflex_localize.flows.signals.derive import SIGNAL_INDEX, SIGNAL_NAMES, STEP_SIGNAL, factorize
 from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
@@ -70,6 +71,9 @@ def _columns(names: tuple[str, ...]) -> np.ndarray:
 
 
 _SLOWING_COLUMNS = _columns(SLOWING_STATES)
+# Nodes at least, off their own history in one signal at once, that make an anomaly the
+# fabric's or the site's when they are also a quarter of the job's nodes (job_wide_phase).
+FABRIC_WIDE_NODES = 3
 # Spreads off its peers at which a slowing state explains a rank's marginal slowness.
 PEER_EXPLAINS = 6.0
 
@@ -97,7 +101,11 @@ def combine_deviations(own: np.ndarray, peers: np.ndarray, mode: str) -> np.ndar
 
 
 def job_wide_phase(
-    entities: np.ndarray, deviation: np.ndarray, peer: np.ndarray, checkpointing: bool
+    entities: np.ndarray,
+    deviation: np.ndarray,
+    peer: np.ndarray,
+    checkpointing: bool,
+    sites: Mapping[str, Mapping[str, str]] | None = None,
 ) -> np.ndarray:
     """Which (entity, signal) cells are a phase of the whole job, not a part's fault: a signal
     that left its own history on at least half of the job's nodes (two or more) at once (a
@@ -105,6 +113,11 @@ def job_wide_phase(
     marks a checkpoint, every host signal. Peers already cancel such phases in large groups;
     a job of three nodes has too few peers, and its hosts' own history alone would blame them.
     A part that stands out from its peers during the phase is still judged.
+
+    So is a signal off on a quarter of the nodes or more (three or more) that do not all hang
+    under one switch: fabric-wide congestion, a shared filesystem slowing every host, a hot
+    machine room. That is the fabric's or the site's, never one node's. Nodes under one switch
+    stay judged, for the switch rule (site_blame) to name the switch.
     """
     nodes = np.array([e.split("|", 1)[0] for e in entities.tolist()], dtype=object)
     names, which = factorize(nodes)
@@ -114,7 +127,13 @@ def job_wide_phase(
         # Per signal, how many distinct nodes are off their own history.
         per_node = np.zeros((len(names), deviation.shape[1]), dtype=bool)
         np.logical_or.at(per_node, which, off)
-        shared = (per_node.sum(axis=0) >= 2) & (per_node.sum(axis=0) * 2 >= len(names))
+        count = per_node.sum(axis=0)
+        shared = (count >= 2) & (count * 2 >= len(names))
+        wide = (count >= FABRIC_WIDE_NODES) & (count * 4 >= len(names)) & ~shared
+        for col in np.flatnonzero(wide):
+            off_nodes = names[per_node[:, col]].tolist()
+            switches = {(sites or {}).get(n, {}).get(SWITCH_TAG) for n in off_nodes}
+            shared[col] = len(switches) > 1 or None in switches
         masked[:, shared] = True
     if checkpointing:
         host = np.array(["|host|" in e for e in entities.tolist()])
@@ -231,10 +250,11 @@ class EvidenceBook(FieldsFilledOnRestore):
         checkpointing: bool = False,
         slowing: tuple[str, ...] = SLOWING_STATES,
         rails: Mapping[str, str] | None = None,
+        sites: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         """This window's deviations of every entity from its own history and its peers,
         weighed into evidence and added to ``totals``. ``rails``: GPU entity -> its rail's
-        port, where gpu_topology said."""
+        port, where gpu_topology said; ``sites``: node -> its site tags (rack, switch)."""
         self.peer_view, self.amounts, self.now_ns = None, {}, end_ns
         if not len(entities):
             return
@@ -242,7 +262,9 @@ class EvidenceBook(FieldsFilledOnRestore):
         groups = peer_groups(entities, profiles, members, self.nic_role)
         peer = peer_deviation(values, groups, FLOORS, pooled_scale=scales)
         combined = combine_deviations(DIRECTION * temporal, DIRECTION * peer, mode)
-        phase = job_wide_phase(entities, DIRECTION * temporal, DIRECTION * peer, checkpointing)
+        phase = job_wide_phase(
+            entities, DIRECTION * temporal, DIRECTION * peer, checkpointing, sites
+        )
         strength = evidence_strength(combined) * ~phase
         kinds, which = factorize(profiles)
         per_profile = np.array([[weights(p).get(s, 0.0) for s in SIGNAL_NAMES] for p in kinds])

@@ -139,6 +139,7 @@ class JobState(JobTriggers):
             checkpointing=checkpointing(parts),
             slowing=learned_slowing(self._learned()),
             rails={gpu: nic for p in parts for gpu, nic in p.rails.items()},
+            sites=self.sites,
         )
         self._past_clocks(parts)
         self._observe_clocks(entities, values)
