@@ -54,7 +54,8 @@ def render(summaries: list[Summary], title: str = LIBRARY_TITLE, family: bool = 
         ("hardware faults", lambda s: str(s.faults)),
         ("top-1 accuracy", lambda s: _fmt(s.top1, "%")),
         ("top-3 accuracy", lambda s: _fmt(s.top3, "%")),
-        ("event precision", lambda s: f"{s.precision:.2f}"),
+        ("event precision (lenient)", lambda s: f"{s.precision:.2f}"),
+        ("event precision (strict)", lambda s: f"{s.strict_precision:.2f}"),
         ("event recall", lambda s: f"{s.recall:.2f}"),
         ("event F1", lambda s: f"{s.f1:.2f}"),
         (
@@ -68,6 +69,8 @@ def render(summaries: list[Summary], title: str = LIBRARY_TITLE, family: bool = 
         ("false events / 1k node-h (benign)", lambda s: _fmt(s.false_per_1k_node_hours)),
         ("imbalance not blamed", lambda s: s.imbalance_ok),
     ]
+    triggers = sorted({t for s in summaries for t in s.false_per_1k_by_trigger})
+    rows += [(f"  false / 1k node-h, {t}", _trigger_cell(t)) for t in triggers]
     if family:
         # Silence is "not blamed" but is not the "no hardware fault" finding the issue asks for.
         rows.append(("imbalance answered 'no hardware fault'", lambda s: s.imbalance_answered))
@@ -82,6 +85,10 @@ def render(summaries: list[Summary], title: str = LIBRARY_TITLE, family: bool = 
     for label, cell in rows:
         table.add_row(label, *(cell(s) for s in summaries))
     return table
+
+
+def _trigger_cell(trigger: str) -> Callable[[Summary], str]:
+    return lambda s: _fmt(s.false_per_1k_by_trigger.get(trigger, 0.0))
 
 
 def _class_cell(fault_class: str) -> Callable[[Summary], str]:

@@ -13,7 +13,13 @@ simulated data. Every event is matched to the simulator's labels:
 * a "no hardware fault" label (pipeline imbalance) is handled correctly when no event of its
   job names a hardware suspect; it is *answered* when an event of its job says so (silence is
   not blaming, but it is not the "no hardware fault" finding either);
+* an escalation (a part's warning, then its critical error, naming the same part) is told
+  again at its higher severity: it is right, not a second incident;
 * every other event is a false event, including a second event for the same incident.
+Two precisions are kept: the lenient one counts every event a label took (the first event of
+its job after onset, whatever it names); the strict one counts an event as right only when it
+answers a label correctly (names the faulty part first, or says "no hardware fault" where
+none is at fault).
 
 Evaluation families (``simulator/scenarios/families``) run each scenario under several seeds;
 there a run that crashes is a finding (every label missed), not the end of the evaluation.
@@ -57,6 +63,8 @@ class ScenarioResult:
     faults: list[FaultResult] = field(default_factory=list)
     true_events: int = 0
     false_events: int = 0
+    right_events: int = 0  # events that answer a label correctly (strict precision)
+    false_triggers: dict[str, int] = field(default_factory=dict)  # false events by trigger
     imbalance_ok: list[bool] = field(default_factory=list)
     # "No hardware fault" labels answered by an event without hardware suspects (not silence).
     imbalance_answered: list[bool] = field(default_factory=list)
@@ -85,8 +93,15 @@ class LabelMatch:
     revision: LocalizationEvent | None = None  # a later event that named it, if the first did not
 
 
-def match_labels(truth: list, events: list[LocalizationEvent]) -> tuple[list[LabelMatch], set[int]]:
-    """Matches labels to events; returns the matches and the indexes of events that count."""
+_SEVERITY_RANK = {"info": 1, "warning": 2, "critical": 3}
+
+
+def match_labels(
+    truth: list, events: list[LocalizationEvent], right: set[int] | None = None
+) -> tuple[list[LabelMatch], set[int]]:
+    """Matches labels to events; returns the matches and the indexes of events that count.
+    ``right``, when given, receives the indexes of the events that answer a label correctly."""
+    right = set() if right is None else right
     used: set[int] = set()
     matches: list[LabelMatch] = []
     hardware = sorted((t for t in truth if t.expect == "hardware"), key=lambda t: t.onset_ns)
@@ -104,6 +119,18 @@ def match_labels(truth: list, events: list[LocalizationEvent]) -> tuple[list[Lab
         if found:
             used.add(found[0])
         correct = first is not None and _names(first, label.node, label.component, 1)
+        if first is not None and correct:
+            right.add(found[0])
+            # An escalation (a remap recorded, then the remap failing) is told again at its
+            # higher severity, naming the same part: right, not a second incident.
+            escalations = {
+                i
+                for i in found[1:]
+                if _SEVERITY_RANK.get(events[i].severity, 0) > _SEVERITY_RANK.get(first.severity, 0)
+                and _names(events[i], label.node, label.component, 1)
+            }
+            used |= escalations
+            right |= escalations
         later = [] if correct else [
             i for i in found[1:] if _names(events[i], label.node, label.component, 1)
         ]  # fmt: skip
@@ -119,6 +146,7 @@ def match_labels(truth: list, events: list[LocalizationEvent]) -> tuple[list[Lab
         blamed = [i for i in mine if events[i].suspects]
         answered = [i for i in mine if not events[i].suspects]
         used.update(answered)
+        right.update(answered)
         shown = events[blamed[0]] if blamed else events[answered[0]] if answered else None
         matches.append(LabelMatch(label, shown, not blamed))
     return matches, used
@@ -141,7 +169,8 @@ def _answers_another(event: LocalizationEvent, label: Any, hardware: list) -> bo
 def score_scenario(
     scenario: str, mode: str, truth: list, events: list[LocalizationEvent], node_hours: float
 ) -> ScenarioResult:
-    matches, used = match_labels(truth, events)
+    right: set[int] = set()
+    matches, used = match_labels(truth, events, right)
     hardware = [m for m in matches if m.label.expect == "hardware"]
     others = [m for m in matches if m.label.expect != "hardware"]
     result = ScenarioResult(scenario, mode, node_hours, benign_only=not matches)
@@ -163,6 +192,10 @@ def score_scenario(
     result.imbalance_answered = [m.correct and m.event is not None for m in others]
     result.true_events = len(used)
     result.false_events = len(events) - len(used)
+    result.right_events = len(right)
+    for i, event in enumerate(events):
+        if i not in used:
+            result.false_triggers[event.trigger] = result.false_triggers.get(event.trigger, 0) + 1
     result.matches = matches
     return result
 
@@ -236,6 +269,9 @@ class Summary:
     crashed: int = 0  # runs that stopped with an error (family runs only)
     imbalance_answered: str = ""
     named_later: str = ""  # faults whose wrong first answer a later event corrected
+    strict_precision: float = 0.0  # right events / all events
+    # Benign runs' false events per 1,000 node-hours, by the trigger that raised them.
+    false_per_1k_by_trigger: dict[str, float] = field(default_factory=dict)
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -264,6 +300,11 @@ def summarize(mode: str, results: list[ScenarioResult]) -> Summary:
     for f in faults:
         by_type[f.fault_type].append(f.top1)
         by_class[f.fault_class].append(f.top1)
+    all_events = true_events + false_events
+    by_trigger: dict[str, int] = defaultdict(int)
+    for r in benign:
+        for trigger, count in r.false_triggers.items():
+            by_trigger[trigger] += count
     imbalance = [ok for r in results for ok in r.imbalance_ok]
     answered = [ok for r in results for ok in r.imbalance_answered]
     return Summary(
@@ -285,6 +326,8 @@ def summarize(mode: str, results: list[ScenarioResult]) -> Summary:
         sum(1 for r in results if r.crashed),
         f"{sum(answered)}/{len(answered)}",
         f"{sum(f.named_later for f in faults)}/{sum(not f.top1 for f in faults)}",
+        sum(r.right_events for r in results) / all_events if all_events else 0.0,
+        {t: 1000 * n / benign_hours for t, n in sorted(by_trigger.items())} if benign_hours else {},
     )
 
 

@@ -447,9 +447,10 @@ def _label(node: str, onset_s: float, job: str = "j", component: str = "gpu") ->
                            onset_ns=int(onset_s * 1e9))  # fmt: skip
 
 
-def _event(at_s: float, *nodes: str, job: str = "j") -> Any:
+def _event(at_s: float, *nodes: str, job: str = "j", severity: str = "warning") -> Any:
     suspects = [SimpleNamespace(node=n, component="gpu", index="1") for n in nodes]
-    return SimpleNamespace(time_ns=int(at_s * 1e9), job=job, suspects=suspects)
+    return SimpleNamespace(time_ns=int(at_s * 1e9), job=job, suspects=suspects,
+                           severity=severity, trigger="regression")  # fmt: skip
 
 
 def test_a_second_fault_is_matched_to_an_event_after_its_own_onset() -> None:
@@ -483,6 +484,22 @@ def test_a_single_label_is_scored_as_before_and_a_revision_is_counted() -> None:
     assert result.faults[0].named_later and result.false_events == 2
     summary = eval_harness.summarize("reflex", [result])
     assert summary.top1 == 0.0 and summary.named_later == "1/1"
+
+
+def test_an_escalation_of_the_named_part_is_right_and_strict_precision_counts_answers() -> None:
+    label = _label("n1", 100)
+    events = [
+        _event(120, "n1"),  # the warning that names the part
+        _event(180, "n1", severity="critical"),  # its escalation: right, not a second incident
+        _event(190, "n1"),  # a repeat at the same severity: false
+    ]
+    right: set[int] = set()
+    _, used = eval_harness.match_labels([label], events, right)
+    assert used == right == {0, 1}
+    wrong_first = [_event(120, "n9"), _event(200, "n1")]
+    result = eval_harness.score_scenario("s", "reflex", [label], wrong_first, 1.0)
+    summary = eval_harness.summarize("reflex", [result])
+    assert (summary.precision, summary.strict_precision) == (0.5, 0.0)
 
 
 def test_moving_pairs_compare_job_b_with_and_without_history() -> None:
