@@ -33,6 +33,7 @@ SUBCOMMANDS = {
     "tokens": "reflex_localize.shell.tokens:command",
     "replication": "reflex_localize.shell.replication:command",
     "setup": "reflex_localize.shell.setup:command",
+    "remediate": "reflex_localize.shell.remediate:command",
 }
 
 

@@ -22,6 +22,7 @@ EXTRA_OF_COMMAND = {
     "alerts": "agent",
     "setup": "agent",
     "replication": "agent",
+    "remediate": "agent",
     "simulate": "flow",
     "localize": "flow",
     "flow": "flow",
