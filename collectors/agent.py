@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -43,7 +43,7 @@ from reflex_localize.collectors.base import (
     SystemClock,
 )
 from reflex_localize.influx.clock_offset import ClockOffset
-from reflex_localize.schemas.codec import Point, PointError, validate
+from reflex_localize.schemas.codec import Point, PointError, checked_tag_value, validate
 from reflex_localize.schemas.contract import Schema, load_schema
 
 INT64_MAX = 2**63 - 1
@@ -78,8 +78,13 @@ class Agent:
         clock: Clock | None = None,
         schema: Schema | None = None,
         clock_offset: ClockOffset | None = None,
+        site: Mapping[str, str] | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
+        # Site tags ([identity] rack, switch) on every point handed off, self-metrics and hook
+        # records included; checked once here, as the writer checks every tag.
+        self.site = {name: checked_tag_value(value, "identity", name)
+                     for name, value in (site or {}).items()}  # fmt: skip
         self.clock_offset = clock_offset
         self._correction_ns = 0  # the correction last applied, to log when it changes
         self.schema = schema or load_schema()
@@ -99,6 +104,8 @@ class Agent:
     def _hand_off(self, points: list[Point]) -> None:
         if not points:
             return
+        if self.site:
+            points = [dataclasses.replace(p, tags={**p.tags, **self.site}) for p in points]
         with self._emit_lock:
             try:
                 self._emit(points)

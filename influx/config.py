@@ -62,10 +62,19 @@ class InfluxSettings:
 
 @dataclass(frozen=True)
 class Identity:
-    """Who is reporting: the ``cluster`` and ``node`` tags of every point."""
+    """Who is reporting: the ``cluster`` and ``node`` tags of every point, and where the node
+    sits: ``rack`` and ``switch``, site tags the agent adds to every point when set."""
 
     cluster: str = "default"
     node: str = ""
+    rack: str = ""
+    switch: str = ""
+
+    @property
+    def site(self) -> dict[str, str]:
+        """The site tags that are set."""
+        return {name: value for name, value in (("rack", self.rack), ("switch", self.switch))
+                if value}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,8 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "REFLEX_INFLUX_VERIFY_SSL": ("influx", "verify_ssl"),
     "REFLEX_CLUSTER": ("identity", "cluster"),
     "REFLEX_NODE": ("identity", "node"),
+    "REFLEX_RACK": ("identity", "rack"),
+    "REFLEX_SWITCH": ("identity", "switch"),
 }
 
 

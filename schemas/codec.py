@@ -26,6 +26,9 @@ from functools import lru_cache
 from reflex_localize.schemas.contract import Schema, load_schema
 
 FieldValue = float | int | bool | str
+# Optional tags any point may carry, writers included: where its node sits (schemas/site_tags.py;
+# the agent adds them from its [identity]). Not part of any measurement's key.
+SITE_TAGS = ("rack", "switch")
 MAX_TIME_NS = 2**63 - 2  # InfluxDB refuses 2**63 - 1 ("time outside range")
 # InfluxDB unescapes only "\,", "\ " and "\=" in tags and takes any other backslash literally,
 # so a backslash before one of those characters, or at the very end, cannot be written.
@@ -66,7 +69,7 @@ def validate(point: Point, schema: Schema | None = None, *, carry_tags: bool = F
     for tag in spec.tags:
         checked_tag_value(point.tags.get(tag), name, tag)
     for tag in () if carry_tags else point.tags:
-        if tag not in spec.tags:
+        if tag not in spec.tags and tag not in SITE_TAGS:
             raise PointError("undeclared tag", name, tag, code="undeclared_tag")
     if not point.fields:
         raise PointError("a point needs at least one field", name, code="no_fields")

@@ -24,7 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reflex_localize.schemas.codec import Point, PointError, checked_tag_value, encode, validate
+from reflex_localize.schemas.codec import (
+    SITE_TAGS,
+    Point,
+    PointError,
+    checked_tag_value,
+    encode,
+    validate,
+)
 from reflex_localize.schemas.contract import Schema, load_schema
 from reflex_localize.schemas.ranges import out_of_range
 
@@ -179,7 +186,7 @@ def _column_problem(frame: Frame, schema: Schema, carry_tags: bool) -> PointErro
         if name not in frame.tags:
             return PointError("missing or empty tag", m, name, code="missing_tag")
     for name in () if carry_tags else frame.tags:
-        if name not in spec.tags:
+        if name not in spec.tags and name not in SITE_TAGS:
             return PointError("undeclared tag", m, name, code="undeclared_tag")
     if not frame.fields:
         return PointError("a point needs at least one field", m, code="no_fields")

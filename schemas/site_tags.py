@@ -20,10 +20,11 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
+from reflex_localize.schemas.codec import SITE_TAGS
 from reflex_localize.schemas.contract import load_schema
 from reflex_localize.schemas.frame import Frame
 
-DECLARED = ("rack", "switch")
+DECLARED = SITE_TAGS  # writers take them too (schemas/codec.py)
 ENV = "REFLEX_SITE_TAGS"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 

@@ -28,6 +28,7 @@ from reflex_localize.collectors.settings import CollectSettings
 from reflex_localize.collectors.sinks import StdoutSink, WriterSink
 from reflex_localize.influx.clock_offset import ClockOffset
 from reflex_localize.influx.config import Config, ConfigError
+from reflex_localize.schemas.codec import PointError
 from reflex_localize.shell.cli_checks import check_token, influx_refusals
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
 
@@ -73,13 +74,18 @@ def command(influx: InfluxOptions, once: bool, stdout: bool, health_address: str
         sink = StdoutSink() if stdout else _writer_sink(config, settings, clock_offset)
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
-    agent = Agent(
-        collectors,
-        sink.emit,
-        cluster=config.identity.cluster,
-        node=config.identity.node,
-        clock_offset=None if stdout else clock_offset,
-    )
+    try:
+        agent = Agent(
+            collectors,
+            sink.emit,
+            cluster=config.identity.cluster,
+            node=config.identity.node,
+            clock_offset=None if stdout else clock_offset,
+            site=config.identity.site,  # [identity] rack, switch: on every point
+        )
+    except PointError as error:  # a rack or switch line protocol cannot carry
+        sink.close()
+        raise click.ClickException(f"[identity]: {error}") from None
     health = None
     if health_address and not once:
         spool = None if stdout else Path(settings.spool_dir)

@@ -103,7 +103,7 @@ HOST_TAGS = {"cluster": "c", "node": "n"}
         (Point("host", HOST_TAGS, {"load1": -math.inf}, 1), ("host", "load1"), "not finite"),
         (Point("host", {"cluster": "c"}, {"load1": 1.0}, 1), ("host", "node"), "missing"),
         (Point("host", {"cluster": "c", "node": ""}, {"load1": 1.0}, 1), ("host", "node"), "empty"),
-        (Point("host", HOST_TAGS | {"rack": "r"}, {"load1": 1.0}, 1), ("host", "rack"), "tag"),
+        (Point("host", HOST_TAGS | {"row": "r"}, {"load1": 1.0}, 1), ("host", "row"), "tag"),
         (Point("host", HOST_TAGS, {}, 1), ("host", ""), "at least one field"),
         (Point("host", HOST_TAGS, {"load1": 1.0}, -1), ("host", ""), "timestamp"),
         (Point("host", HOST_TAGS, {"load1": 1.0}, 2**63 - 1), ("host", ""), "timestamp"),
