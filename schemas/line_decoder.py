@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from reflex_localize.schemas.codec import MAX_TIME_NS, Point, decode
+from reflex_localize.schemas.codec import MAX_LINE_CHARS, MAX_TIME_NS, Point, decode
 from reflex_localize.schemas.contract import MeasurementSpec, Schema, load_schema
 from reflex_localize.schemas.frame import Frame, frames_from_points
 from reflex_localize.schemas.line_decoder_tokens import Kind, PlainBlock, kinds
@@ -165,9 +165,11 @@ def _fast_parts(
 ) -> list[FramePart]:
     """Parts of the lines the fast path vouches for; the others are added to ``strict``."""
     where = np.arange(len(lines))
-    block = PlainBlock.of(lines)
-    if block is None:  # a line holds a line break of its own
-        strict.update(p for p, line in enumerate(lines) if "\n" in line)
+    long = bool(lines) and max(map(len, lines)) > MAX_LINE_CHARS  # the strict decoder's to refuse
+    block = None if long else PlainBlock.of(lines)
+    if block is None:  # a line holds a line break of its own, or is too long
+        strict.update(p for p, line in enumerate(lines)
+                      if "\n" in line or len(line) > MAX_LINE_CHARS)  # fmt: skip
         where = np.array([p for p in range(len(lines)) if p not in strict], np.int64)
         block = PlainBlock.of([lines[p] for p in where.tolist()])
     if block is None or not len(where):

@@ -15,12 +15,13 @@ both read.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from reflex_localize.schemas.codec import MAX_LINE_CHARS
 from reflex_localize.schemas.line_decoder_values import byte_matrix
 
 _MAX_STAMP_DIGITS = len(str(1 << 63))
@@ -32,37 +33,89 @@ def data_lines(path: Path, piece_bytes: int = 1 << 22) -> Iterator[tuple[int, st
     """``(line number, text without its newline)`` of each line of the file at ``path`` that
     holds data: blank lines and ``#`` comments are skipped, numbers count every line. Bytes
     that are not UTF-8 are replaced, so the decoder rejects that line rather than the read
-    failing. The file is read ``piece_bytes`` bytes at a time."""
+    failing. The file is read ``piece_bytes`` bytes at a time; a line longer than
+    ``MAX_LINE_CHARS`` is read past (see :func:`data_pieces`)."""
     for before, lines, _ in data_pieces(path, piece_bytes):
         for offset, line in enumerate(lines, before + 1):
             if is_data(line):
                 yield offset, line
 
 
-def data_pieces(path: Path, piece_bytes: int = 1 << 22) -> Iterator[tuple[int, list[str], bytes]]:
+LongLine = Callable[[int, int], None]  # (its line number, its length so far read) -> None
+
+
+def data_pieces(
+    path: Path,
+    piece_bytes: int = 1 << 22,
+    *,
+    max_line: int = MAX_LINE_CHARS,
+    on_long_line: LongLine | None = None,
+) -> Iterator[tuple[int, list[str], bytes]]:
     """``(lines before the piece, its lines, their bytes)`` for pieces of about ``piece_bytes``
     bytes of the file, every line included (see :func:`is_data`), so that a reader can treat a
     piece's lines with array operations (:class:`PieceLines`). The bytes are the lines joined
     by ``"\\n"``; bytes that are not UTF-8 are replaced in the lines (so the decoder rejects
-    that line rather than the read failing) and left as they are in the bytes."""
+    that line rather than the read failing) and left as they are in the bytes.
+
+    A line longer than ``max_line`` (a 200 MB line, ``/dev/zero``) is read past without being
+    held: it is an empty line in its piece, and ``on_long_line`` is told its number and length,
+    so memory stays within a piece and a line whatever the file holds."""
     before = 0
     with Path(path).open("rb") as handle:
         rest = b""
+        skipped = -1  # bytes of an overlong line read past so far; -1: not in one
         # Read in large pieces and split at C speed: iterating a file line by line costs more
         # than a replay spends on most lines. Bytes, cut at a "\n", so that a reader of the
         # bytes (PieceLines) needs no encoding of its own.
         while piece := handle.read(piece_bytes):
+            if skipped >= 0:  # in an overlong line: on to its end
+                end = piece.find(b"\n")
+                if end < 0:
+                    skipped += len(piece)
+                    continue
+                before = _long_line(before, skipped + end, on_long_line)
+                yield before - 1, [""], b""
+                skipped, piece = -1, piece[end + 1 :]
             cut = piece.rfind(b"\n")
             if cut < 0:
                 rest += piece
+                if len(rest) > max_line:
+                    skipped, rest = len(rest), b""
                 continue
             lines, raw = _split(rest + memoryview(piece)[:cut])
+            if len(raw) > max_line:
+                lines, raw = _without_long_lines(before, lines, raw, max_line, on_long_line)
             rest = piece[cut + 1 :]
             yield before, lines, raw
             before += len(lines)
-        if rest:
+        if skipped >= 0:
+            before = _long_line(before, skipped, on_long_line)
+            yield before - 1, [""], b""
+        elif rest:
             lines, raw = _split(rest)
+            if len(raw) > max_line:
+                lines, raw = _without_long_lines(before, lines, raw, max_line, on_long_line)
             yield before, lines, raw
+
+
+def _long_line(before: int, length: int, on_long_line: LongLine | None) -> int:
+    """Tells of the long line after ``before`` lines; returns the lines before the next."""
+    if on_long_line is not None:
+        on_long_line(before + 1, length)
+    return before + 1
+
+
+def _without_long_lines(
+    before: int, lines: list[str], raw: bytes, max_line: int, on_long_line: LongLine | None
+) -> tuple[list[str], bytes]:
+    """The piece with each line longer than ``max_line`` made empty (and told of)."""
+    if max(map(len, lines)) <= max_line:
+        return lines, raw
+    for index, line in enumerate(lines):
+        if len(line) > max_line:
+            _long_line(before + index, len(line), on_long_line)
+            lines[index] = ""
+    return lines, "\n".join(lines).encode("utf-8", "surrogatepass")
 
 
 def _split(raw: bytes) -> tuple[list[str], bytes]:

@@ -22,7 +22,9 @@ line that says what and where, never in a traceback (those are for bugs).
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,8 +38,21 @@ T = TypeVar("T")
 
 AT_LEAST_ONE = click.IntRange(min=1)
 NOT_NEGATIVE = click.IntRange(min=0)  # seeds, indexes, nanosecond times
-POSITIVE_SECONDS = click.FloatRange(min=0, min_open=True)
-NOT_NEGATIVE_SECONDS = click.FloatRange(min=0)
+
+
+class FiniteRange(click.FloatRange):
+    """A FloatRange that refuses nan and inf, which pass its comparisons (nan > 0 is false,
+    so is nan <= 0) and then break every window the flow computes."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value} is not a finite number", param, ctx)
+        return number
+
+
+POSITIVE_SECONDS = FiniteRange(min=0, min_open=True)
+NOT_NEGATIVE_SECONDS = FiniteRange(min=0)
 PORT = click.IntRange(1, 65535)
 INPUT_FILE = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 INFLUXD = click.Path(exists=True, dir_okay=False, executable=True, path_type=Path)
@@ -95,8 +110,39 @@ _SECONDS_PER = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 DURATION = Duration()
 
 
+# Kernel interfaces mounted as files: root may "write" there (os.access says yes), and a line of
+# telemetry written to /sys/power/state is no output but an order.
+_PSEUDO_FILESYSTEMS = frozenset((
+    "sysfs", "proc", "devpts", "securityfs", "cgroup", "cgroup2", "debugfs", "tracefs",
+    "configfs", "pstore", "bpf", "efivarfs", "fusectl", "mqueue", "hugetlbfs", "binfmt_misc",
+    "autofs", "rpc_pipefs", "nsfs",
+))  # fmt: skip
+
+
+def pseudo_filesystem(path: Path, mounts: Path = Path("/proc/self/mounts")) -> str | None:
+    """The type of the kernel filesystem ``path`` lies on (sysfs, proc...), or None."""
+    try:
+        table = mounts.read_text().splitlines()
+    except OSError:
+        return None
+    target = str(path.absolute().resolve())
+    best, kind = "", ""
+    for row in table:
+        fields = row.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind if kind in _PSEUDO_FILESYSTEMS else None
+
+
 def output_problem(path: Path, *, folder: bool) -> str | None:
     """Why ``path`` cannot be written as a file (or a directory), or None."""
+    pseudo = pseudo_filesystem(path)
+    if pseudo is not None:
+        return f"is on {pseudo}, a kernel interface, not a place for output"
     if path.exists():
         if folder != path.is_dir():
             return "is a directory, not a file" if path.is_dir() else "is a file, not a directory"
@@ -119,13 +165,33 @@ def check_output(path: Path, option: str, *, folder: bool) -> None:
         raise click.BadParameter(f"{path}: {problem}", param_hint=f"'{option}'")
 
 
-def input_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be read as a file, or None."""
+def input_problem(path: Path, *, regular: bool = False) -> str | None:
+    """Why ``path`` cannot be read as a file, or None. ``regular``: only a regular file will
+    do (a replay reads to the end: ``/dev/zero`` has none, a FIFO may never close)."""
     if not path.exists():
         return "no such file"
     if path.is_dir():
         return "is a directory, not a file"
+    if regular and not path.is_file():
+        kind = "a FIFO" if stat.S_ISFIFO(path.stat().st_mode) else "a device or socket"
+        return f"is {kind}, not a regular file: replay a file (a capture, `reflex simulate --out`)"
     return None if os.access(path, os.R_OK) else "cannot be read (permission denied)"
+
+
+class ReplayFile(click.ParamType):
+    """A line-protocol file to replay: an existing, readable, regular file."""
+
+    name = "file"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        path = Path(value)
+        problem = input_problem(path, regular=True)
+        if problem:
+            self.fail(f"{path}: {problem}", param, ctx)
+        return path
+
+
+REPLAY_FILE = ReplayFile()
 
 
 class ScenarioName(click.ParamType):

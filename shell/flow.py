@@ -75,7 +75,7 @@ def _source_problem(value: str) -> str | None:
     if value in ("influx", "influx-push"):
         return None
     if kind == "file" and rest:
-        problem = input_problem(Path(rest))
+        problem = input_problem(Path(rest), regular=True)
         return f"{value}: {problem}" if problem else None
     if kind == "sim" and rest:
         scenario, _, seed = rest.partition(":")

@@ -20,6 +20,7 @@ from reflex_localize.shell.cli_checks import (
     NOT_NEGATIVE,
     OUTPUT_FILE,
     POSITIVE_SECONDS,
+    REPLAY_FILE,
     SCENARIO,
     short_reason,
 )
@@ -29,7 +30,7 @@ from reflex_localize.shell.simulated_source import SimulatorSource
 
 @click.command()
 @click.option("--scenario", type=SCENARIO, help="Simulated scenario name from the library.")
-@click.option("--replay", type=INPUT_FILE, help="A line-protocol file to replay.")
+@click.option("--replay", type=REPLAY_FILE, help="A line-protocol file to replay.")
 @click.option("--seed", type=NOT_NEGATIVE, default=7, show_default=True)
 @click.option("--window", type=POSITIVE_SECONDS, default=10.0, show_default=True,
               help="Window length in seconds.")  # fmt: skip

@@ -21,6 +21,7 @@ from reflex_localize.shell.cli_checks import (
     INPUT_FILE,
     OUTPUT_FOLDER,
     POSITIVE_SECONDS,
+    REPLAY_FILE,
     influx_refusals,
     read_json_lines,
     short_reason,
@@ -34,7 +35,7 @@ from reflex_localize.shell.report_sources import InfluxSource, ReplaySource, Tim
 @click.argument("event_id")
 @click.option("--events", "events_path", type=INPUT_FILE, required=True,
               help="events.jsonl written by the flow.")  # fmt: skip
-@click.option("--replay", type=INPUT_FILE,
+@click.option("--replay", type=REPLAY_FILE,
               help="Line-protocol file holding the telemetry (else: from InfluxDB).")  # fmt: skip
 @influx_options
 @click.option("--results-bucket", default="reflex", show_default=True,

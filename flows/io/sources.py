@@ -21,7 +21,7 @@ from reflex_localize.flows.io.shared_windows import SharedWindows, split_by_shar
 from reflex_localize.flows.io.stream_clock import StampCheck, median_start
 from reflex_localize.flows.messages import ErrorRecord, WindowBatch, shard_of
 from reflex_localize.flows.signals.derive import factorize
-from reflex_localize.schemas.codec import Point, PointError
+from reflex_localize.schemas.codec import MAX_LINE_CHARS, Point, PointError
 from reflex_localize.schemas.contract import load_schema
 from reflex_localize.schemas.foreign_translate import ForeignTranslator
 from reflex_localize.schemas.frame import Frame, frames_from_points
@@ -271,7 +271,9 @@ class LineProtocolSource(WindowedSource):
         low, high = check.bounds() if check is not None else (0.0, -1.0)
         mapping = replay.foreign.mapping
         runs = PlainRuns(replay, math.ceil(low), math.floor(high), self.window_ns, mapping)
-        for before, lines, raw in data_pieces(self.path, self.piece_chars):
+        for before, lines, raw in data_pieces(
+            self.path, self.piece_chars, on_long_line=replay.refuse_long
+        ):
             runs.read(lines, raw)
             at = 0
             while at < len(lines):
@@ -355,6 +357,11 @@ class _Replay:
     def refuse(self, number: int, line: str, code: str, detail: str) -> None:
         if self._counted(line)[1]:
             self.reject(code, f"line {number}: {detail}")
+
+    def refuse_long(self, number: int, length: int) -> None:
+        """A line the reader read past, too long to hold (its node unknown: counted once)."""
+        detail = f"{length:,} characters or more, over the limit of {MAX_LINE_CHARS:,}: read past"
+        self.refuse(number, "", "line_too_long", detail)
 
     def refuse_ahead(self, held: list[tuple[int, str, int]]) -> None:
         for number, line, stamp in held:
