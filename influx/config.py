@@ -225,20 +225,33 @@ def _token(settings: InfluxSettings, env: Mapping[str, str], file_path: Path | N
 
 
 def read_token_file(path: Path, source: str = "token_file") -> str:
-    """The token in ``path``, refusing a file that group or others can read."""
+    """The token in ``path``, refusing a file that group or others can read, and in one line
+    anything that is not a small, readable text file (a FIFO would hang the reader)."""
     try:
         mode = path.stat().st_mode
     except OSError as error:
         raise ConfigError(f"{source}: cannot read token file {path}: {error.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"{source}: token file {path} is not a regular file")
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ConfigError(
             f"{source}: token file {path} is readable by group or others "
             f"(mode {stat.S_IMODE(mode):o}); chmod 600 it"
         )
-    token = path.read_text().strip()
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(_MAX_TOKEN_BYTES + 1)
+    except OSError as error:  # another user's file, or an unreadable disk
+        raise ConfigError(f"{source}: cannot read token file {path}: {error.strerror}") from None
+    token = raw.strip()
     if not token:
         raise ConfigError(f"{source}: token file {path} is empty")
-    return token
+    if len(raw) > _MAX_TOKEN_BYTES or not token.isascii() or not token.decode().isprintable():
+        raise ConfigError(f"{source}: token file {path} does not hold a token (one line of text)")
+    return token.decode()
+
+
+_MAX_TOKEN_BYTES = 4096  # an InfluxDB token is 88 characters
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -144,11 +144,15 @@ class InfluxServer:
         """Starts influxd (again) on the same port and data, and waits until it is ready."""
         if self.running:
             return self
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._private_files()
         with self.log_path.open("ab") as log:
+            # umask 077: influxd.sqlite holds every token (the push token too) and influxd
+            # makes it 644; nothing influxd writes here is for other users.
             self._process = subprocess.Popen(
-                self._command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
+                self._command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                umask=0o077,
+            )  # fmt: skip
         atexit.register(self.stop)
         try:
             self._wait_healthy()
@@ -229,6 +233,12 @@ class InfluxServer:
             f"--engine-path={d / 'engine'}",
             "--log-level=warn",
         ]
+
+    def _private_files(self) -> None:
+        """The metadata stores of a data directory made before, readable by their owner only."""
+        for path in [*self.data_dir.glob("influxd.sqlite*"), self.data_dir / "influxd.bolt"]:
+            if path.is_file() and path.stat().st_mode & 0o077:
+                path.chmod(0o600)
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S

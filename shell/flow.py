@@ -45,7 +45,11 @@ from reflex_localize.shell.cli_checks import (
     scenario_problem,
 )
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
-from reflex_localize.shell.recovery_guard import recovery_problem, remember_parameters
+from reflex_localize.shell.recovery_guard import (
+    Parameters,
+    recovery_problem,
+    remember_parameters,
+)
 from reflex_localize.shell.recovery_keys import keys_problem
 from reflex_localize.shell.reject_summary import read_reject_counts, report_rejects
 
@@ -240,7 +244,7 @@ def command(
     args = [sys.executable, "-m", "bytewax.run", FLOW, "-w", str(workers)]
     if not no_recovery:
         directory = recovery_dir or out / "recovery"
-        parameters = {"window": window, "shards": shards, "cluster": cluster}
+        parameters: Parameters = {"window": window, "shards": shards, "cluster": cluster}
         problem = recovery_problem(directory, parameters)  # first: it opens each partition
         if problem is not None:
             raise click.ClickException(problem)

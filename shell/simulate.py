@@ -77,10 +77,18 @@ def command(
         check_output(spool_dir, "--spool-dir", folder=True)
         settings = influx.require("reflex simulate --influx-url")
         check_token(settings)
-    loaded = load_scenario(scenario)  # SCENARIO has loaded it once already
-    if scale:
-        loaded = scale_scenario(loaded, scale)
-    sim = Simulation(loaded, seed=seed)
+    unscaled = load_scenario(scenario)  # SCENARIO has loaded it once already
+    loaded = scale_scenario(unscaled, scale) if scale else unscaled
+    try:
+        sim = Simulation(loaded, seed=seed)
+    except ValueError as error:  # the scaled cluster cannot hold the scenario's jobs
+        if not scale:
+            raise
+        raise click.BadParameter(
+            f"{scale} GPUs cannot hold {scenario}'s jobs ({error}); "
+            f"it has {unscaled.nodes * unscaled.gpus_per_node} GPUs unscaled",
+            param_hint="'--scale'",
+        ) from None
     if truth:
         sim.write_truth(truth)
     started = time.perf_counter()
