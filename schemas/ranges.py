@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import cache
 
 import numpy as np
 
@@ -60,57 +61,46 @@ def out_of_range(
         declared = spec.fields[name]
         if declared.type not in ("float", "int") or not len(column):
             continue
-        low, high, named = profiles.bounds(declared)
+        low, high = profiles.bounds(declared)
         with np.errstate(invalid="ignore"):  # NaN is not_finite's to report, not ours
             broken = (column < low) | (column > high)
         for row in np.flatnonzero(broken).tolist():
             if row not in reasons:
-                value = column[row].item()
-                reasons[row] = _reason(measurement, declared, value, row, low, high, named)
+                reasons[row] = profiles.reason(measurement, declared, column[row].item(), row)
     return reasons
 
 
 class _Profiles:
-    """The profile column of a frame, its distinct values found once (tags repeat a lot)."""
+    """The profile column of a frame (None: the measurement has none), looked at once: it
+    holds one value, or a few, repeated on every row."""
 
     def __init__(self, column: np.ndarray | None) -> None:
-        self.column = column
-        self._distinct: list[str] | None = None
-        self._inverse = np.zeros(0, np.int64)
+        self.values: list[str] = [] if column is None else column.tolist()
+        self.distinct = sorted(set(self.values), key=str)
+        self._codes: np.ndarray | None = None  # each row's index into distinct, when mixed
 
-    def bounds(
-        self, declared: FieldSpec
-    ) -> tuple[np.ndarray | float, np.ndarray | float, np.ndarray | None]:
-        """Each row's (low, high) for the field, and the profile names the bounds came from
-        (None: the schema's bounds for every row). Scalars when every row shares them."""
-        low, high = plausible_range(declared)
-        narrowed = any(declared.name in p.plausible for p in load_profiles().values())
-        if self.column is None or not narrowed:
-            return low, high, None
-        if self._distinct is None:
-            distinct, self._inverse = np.unique(self.column.astype(str), return_inverse=True)
-            self._distinct = distinct.tolist()
-        named = np.array(self._distinct, object)[self._inverse]
-        ends = np.array([plausible_range(declared, name) for name in self._distinct])
-        if len(self._distinct) == 1:
-            return float(ends[0, 0]), float(ends[0, 1]), named
-        return ends[self._inverse, 0], ends[self._inverse, 1], named
+    def bounds(self, declared: FieldSpec) -> tuple[np.ndarray | float, np.ndarray | float]:
+        """Each row's (low, high) for the field: scalars when every row shares them."""
+        if len(self.distinct) <= 1 or not _narrowed(declared.name):
+            return plausible_range(declared, self.distinct[0] if self.distinct else None)
+        if self._codes is None:
+            index = {name: code for code, name in enumerate(self.distinct)}
+            self._codes = np.fromiter((index[v] for v in self.values), np.int64, len(self.values))
+        ends = np.array([plausible_range(declared, name) for name in self.distinct])
+        return ends[self._codes, 0], ends[self._codes, 1]
+
+    def reason(self, measurement: str, declared: FieldSpec, value: object, row: int) -> PointError:
+        profile = str(self.values[row]) if self.values else None
+        low, high = plausible_range(declared, profile)
+        where = f" on {profile}" if profile is not None and _narrowed(declared.name) else ""
+        unit = "" if declared.unit in ("none", "ratio") else f" {declared.unit}"
+        return PointError(
+            f"{value!r} is outside the plausible range [{low:g}, {high:g}]{unit}{where}",
+            measurement, declared.name, code="out_of_range",
+        )  # fmt: skip
 
 
-def _reason(
-    measurement: str,
-    declared: FieldSpec,
-    value: object,
-    row: int,
-    low: np.ndarray | float,
-    high: np.ndarray | float,
-    named: np.ndarray | None,
-) -> PointError:
-    low_end = float(low[row]) if isinstance(low, np.ndarray) else low
-    high_end = float(high[row]) if isinstance(high, np.ndarray) else high
-    where = f" on {named[row]}" if named is not None else ""
-    unit = "" if declared.unit in ("none", "ratio") else f" {declared.unit}"
-    return PointError(
-        f"{value!r} is outside the plausible range [{low_end:g}, {high_end:g}]{unit}{where}",
-        measurement, declared.name, code="out_of_range",
-    )  # fmt: skip
+@cache
+def _narrowed(field: str) -> bool:
+    """Whether some hardware profile narrows the field's range."""
+    return any(field in profile.plausible for profile in load_profiles().values())
