@@ -4,10 +4,11 @@ imported only when invoked, so ``reflex collect`` on a node never imports bytewa
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 import click
 
-from reflex_localize.shell.install_extras import missing_extra
+from reflex_localize.shell.install_extras import EXTRA_OF_COMMAND, missing_extra
 from reflex_localize.shell.logging_setup import (
     ENV_FORMAT,
     ENV_LEVEL,
@@ -56,6 +57,22 @@ class LazyGroup(click.Group):
             raise
         command: click.Command = getattr(module, attribute)
         return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Says what a command needs before it runs: the flow's commands import bytewax only in
+        their worker processes, which would fail there with a traceback (Python 3.13 has no
+        bytewax wheels, so the [flow] extra leaves it out)."""
+        name, command, rest = super().resolve_command(ctx, args)
+        needs_bytewax = EXTRA_OF_COMMAND.get(name or "") in ("flow", "all")
+        if needs_bytewax and not installed("bytewax"):
+            raise click.ClickException(missing_extra(name or "", "bytewax"))
+        return name, command, rest
+
+
+def installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 @click.group(cls=LazyGroup)

@@ -133,3 +133,21 @@ def test_the_hook_installs_and_sends_on(version: str, wheel: Path, tmp_path: Pat
     assert said.returncode != 0 and "Traceback" not in said.stderr
     expected = "need Python 3.11 or newer" if version == "3.10" else "training hook alone"
     assert expected in said.stderr, said.stderr
+
+
+def test_reflex_flow_says_so_at_start_where_bytewax_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As on Python 3.13 with the [flow] install: bytewax left out by its marker. The flow's
+    workers import it, so the command must say so before it starts them."""
+    from click.testing import CliRunner
+
+    from reflex_localize.shell import cli, install_extras
+
+    monkeypatch.setattr(cli, "installed", lambda module: module != "bytewax")
+    monkeypatch.setattr(install_extras, "FLOW_PYTHONS", ())
+    runner = CliRunner()
+    said = runner.invoke(cli.main, ["flow", "--source", "file:/nonexistent.lp"])
+    assert said.exit_code == 1 and "'reflex flow' needs Python 3.11 or 3.12" in said.output
+    assert runner.invoke(cli.main, ["--help"]).exit_code == 0  # listing the commands still works
+    assert runner.invoke(cli.main, ["remediate", "--help"]).exit_code == 0  # the agent's
