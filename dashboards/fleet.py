@@ -213,6 +213,62 @@ def _error_counters() -> Json:
     )
 
 
+def _alarm_rate() -> Json:
+    # Each job's latest count and node-hours; the fleet's hours from the "all" rows, which
+    # every job writes, so that a trigger's rate counts the jobs where it never fired.
+    rates = pipe(
+        select(RESULTS, "reflex_alarm_rate", ["events", "node_hours"]),
+        "last()",
+    )
+    flux = "\n".join(
+        [
+            f"rates = {rates}",
+            "hours = rates",
+            '  |> filter(fn: (r) => r.trigger == "all" and r._field == "node_hours")',
+            "  |> group()",
+            "  |> sum()",
+            '  |> findColumn(fn: (key) => true, column: "_value")',
+            "total = if length(arr: hours) > 0 then hours[0] else 0.0",
+            "rates",
+            '  |> filter(fn: (r) => r._field == "events")',
+            '  |> group(columns: ["trigger"])',
+            "  |> sum()",
+            "  |> group()",
+            "  |> map(fn: (r) => ({trigger: r.trigger, events: r._value, node_hours: total,",
+            "      per_1k_node_hours: if total > 0.0 then 1000.0 * float(v: r._value) / total"
+            " else 0.0}))",
+            '  |> sort(columns: ["per_1k_node_hours"], desc: true)',
+        ]
+    )
+    return panel(
+        "table",
+        "Alarm rate by trigger (hardware-blaming events per 1,000 node-hours)",
+        [target(flux)],
+        steps=((0.5, "orange"), (1.0, "red")),
+        description="Events that named a part, by trigger, against the node-hours judged in the"
+        " range; 'all' is every trigger. The flow's alarm budget (default 0.5) is the target.",
+        size=(12, 8),
+    )
+
+
+def _alarm_bars() -> Json:
+    flux = pipe(
+        select(RESULTS, "reflex_alarm_bar", ["bar"]),
+        'group(columns: ["statistic"])',
+        "aggregateWindow(every: v.windowPeriod, fn: max, createEmpty: false)",
+    )
+    return panel(
+        "timeseries",
+        "Trigger bars learned from this fleet (highest across jobs)",
+        [target(flux)],
+        display_name="${__field.labels.statistic}",
+        description="The bar each trigger statistic must pass: its fixed prior, raised to the"
+        " tail of this fleet's own history that the alarm budget allows.",
+        options={"legend": {"displayMode": "list", "placement": "bottom"}},
+        size=(12, 8),
+    )
+
+
 def build() -> Json:
     panels = [
         row("Health"),
@@ -221,6 +277,8 @@ def build() -> Json:
         _score_by_node(),
         row("Localization"),
         _events_table(),
+        _alarm_rate(),
+        _alarm_bars(),
         row("Errors"),
         _events_by_kind(),
         _xids_by_code(),

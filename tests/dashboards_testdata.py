@@ -258,7 +258,22 @@ def results(now_ns: int, *, fault: bool, minutes: int = 30) -> Iterator[Point]:
                     stats = {"center": center + shift, "scale": 1.5, "count": 100 + i}
                     yield Point("reflex_baseline", base, stats, t)
             yield from _records(tags, times[-5::4], bad)
+    yield from _alarms(times, fault)
     yield from events_at(times[-2], fault=fault)
+
+
+def _alarms(times: list[int], fault: bool) -> Iterator[Point]:
+    """The job's alarm bars and rates as the job step exports them."""
+    job = {"cluster": CLUSTER, "job": JOB}
+    node_hours = len(NODES) * (times[-1] - times[0]) / 3600e9
+    raised = {"all": int(fault), "explicit": int(fault)}
+    for t in times[::10]:
+        for trigger, count in raised.items():
+            rate = {"events": count, "node_hours": node_hours,
+                    "rate_per_1k_node_hours": 1000 * count / node_hours}  # fmt: skip
+            yield Point("reflex_alarm_rate", {**job, "trigger": trigger}, rate, t)
+        bar = {"bar": 3.0, "prior": 3.0, "samples": 1000.0}
+        yield Point("reflex_alarm_bar", {**job, "statistic": "score|gpu"}, bar, t)
 
 
 def _records(tags: dict[str, str], times: list[int], bad: bool) -> Iterator[Point]:

@@ -16,6 +16,7 @@ import numpy as np
 from reflex_localize.flows.impact.model import ImpactModel
 from reflex_localize.flows.impact.model_file import ImpactModelFile
 from reflex_localize.flows.incidents.events import Suspect
+from reflex_localize.flows.judge.alarm_budget import DEFAULT_BUDGET, AlarmBudget
 from reflex_localize.flows.judge.detectors import CompoundScore
 from reflex_localize.flows.judge.job_evidence import EvidenceBook, rank_entity
 from reflex_localize.flows.judge.liveness import LivenessTracker
@@ -108,7 +109,10 @@ class JobConfig:
     cluster: str = "sim"
     cooldown_s: float = 900.0
     hang_timeout_s: float = 60.0
-    min_suspect_score: float = 3.0
+    min_suspect_score: float = 3.0  # the prior bar for naming a part (see alarm_budget)
+    # False events per 1,000 node-hours the triggers that blame hardware may raise: their bars
+    # rise to the tail of their statistics on this fleet that this allows (alarm_budget).
+    alarm_budget: float = DEFAULT_BUDGET
     score_export_min: float = 0.05
     # Live sources: a shard silent this many windows (dead, or its nodes gone) no longer holds
     # the job back. 0 waits for every shard: replays, whose partitions race each other.
@@ -166,6 +170,14 @@ class JobFields(FieldsFilledOnRestore):
     stage_compute: dict[int, float] = field(default_factory=dict)
     stage_now: dict[int, float] = field(default_factory=dict)
     liveness: LivenessTracker = field(default_factory=LivenessTracker)
+    # Each trigger statistic's tail on this fleet, and what a window gives of each: entities
+    # by component ("score|gpu"), ranks' steps ("straggler"); the job's nodes.
+    budget: AlarmBudget = field(default_factory=AlarmBudget)
+    samples_per_window: dict[str, float] = field(default_factory=dict)
+    node_count: int = 0
+    # Node-seconds judged and events raised by trigger: the realized alarm rate (exported).
+    node_seconds: float = 0.0
+    raised: dict[str, int] = field(default_factory=dict)
     step_peers: StepPeers = field(default_factory=StepPeers)
     alerted: dict[str, int] = field(default_factory=dict)  # threshold mode: entity -> last alert
     # Records the job's parts came with, as of the job's first window (never this job's own).

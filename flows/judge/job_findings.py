@@ -232,7 +232,7 @@ class PartFindings(IncidentTelling):
                 if e.signal in COMM_FAULTS and e.since_ns <= held and e.weight > 0
             ]  # fmt: skip
             score = self.compound.get(entity)
-            if signals and score >= 2 * self.config.min_suspect_score:
+            if signals and score >= self._bar(entity.split("|")[1], 2):
                 candidates.append((score, entity))
         if not candidates:  # the common case: no step data is touched
             return None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reflex_localize.flows.impact.model import impact_rows
+from reflex_localize.flows.incidents.events import LocalizationEvent
 from reflex_localize.flows.judge.explained_straggler import learned_slowing
 from reflex_localize.flows.judge.job_evidence import RECORD_MATTERS, rank_entity
 from reflex_localize.flows.judge.job_fields import (
@@ -28,6 +29,8 @@ from reflex_localize.flows.signals.derive import SIGNAL_NAMES
 from reflex_localize.schemas.codec import Point
 
 __all__ = ["MODES", "JobConfig", "JobState", "default_weights"]
+
+ALARM_EXPORT_WINDOWS = 30  # windows between exports of a job's alarm bars and rates
 
 
 @dataclass
@@ -171,18 +174,54 @@ class JobState(JobTriggers):
         self.compound.update(keys, np.array([totals[k] for k in keys.tolist()]))
         keys = np.array(sorted(corrected), dtype=object)
         self.corrected.update(keys, np.array([corrected[k] for k in keys.tolist()]))
+        if self.config.mode == "reflex":
+            self._observe_scores(entities)
         out: list[tuple[str, object]] = [("points", self._score_points(end_ns))]
         self.recent_events = [
             e for e in self.recent_events + events if e.time_ns >= end_ns - 300 * 10**9
         ]
-        out.extend(("event", event) for event in self._triggered(window, end_ns, parts, events))
+        told = self._triggered(window, end_ns, parts, events)
+        out.extend(("event", event) for event in told)
+        self._count_alarms(told)
         if parts:
             # A job name may come back (a requeued job keeps its id): only its last window's
             # parts say whether it has ended.
             self.finished = not any(p.active for p in parts)
             if self.finished:
                 self.liveness.forget_job(self.job)
+        if self.finished or window % ALARM_EXPORT_WINDOWS == 0:
+            out.append(("points", self._alarm_points(end_ns)))
         return out
+
+    def _count_alarms(self, told: list[LocalizationEvent]) -> None:
+        """The window's node-seconds judged, and its hardware-blaming events by trigger."""
+        self.node_seconds += self.node_count * self.config.window_seconds
+        for event in told:
+            if event.top is not None and event.top.component not in ("", "none"):
+                self.raised[event.trigger] = self.raised.get(event.trigger, 0) + 1
+
+    def _alarm_points(self, end_ns: int) -> list[Point]:
+        """The bars the budget holds the triggers to, and the realized alarm rate by trigger:
+        what a fleet considers normal, and whether the budget holds on it."""
+        tags = {"cluster": self.config.cluster, "job": self.job}
+        points = []
+        for statistic, tail in sorted(self.budget.tails.items()):
+            if statistic == "straggler":
+                prior, bar = self.step_peers.min_excess, self.step_peers.learned_excess
+            else:
+                prior = self.config.min_suspect_score
+                bar = self._bar(statistic.split("|", 1)[1])
+            fields = {"bar": float(max(bar, prior)), "prior": float(prior), "samples": tail.samples}
+            points.append(
+                Point("reflex_alarm_bar", {**tags, "statistic": statistic}, fields, end_ns)
+            )
+        hours = self.node_seconds / 3600
+        raised = {"all": sum(self.raised.values()), **self.raised}  # "all": every trigger
+        for trigger, count in sorted(raised.items()):
+            rate = 1000 * count / hours if hours > 0 else 0.0
+            fields = {"events": count, "node_hours": hours, "rate_per_1k_node_hours": rate}
+            points.append(Point("reflex_alarm_rate", {**tags, "trigger": trigger}, fields, end_ns))
+        return points
 
     def retired(self) -> JobState:
         """What is kept of the job once it ended with nothing pending: its name and its last

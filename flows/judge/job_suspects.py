@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from reflex_localize.flows.impact.model import ImpactModel
 from reflex_localize.flows.impact.model_file import ImpactModelFile
 from reflex_localize.flows.incidents.events import Suspect
@@ -74,7 +76,7 @@ class SuspectRanking(JobFields):
         """The suspects from the first whose slowing score is worth naming (see _slowing)."""
         lead = 0
         while lead < len(suspects) and (
-            self._slowing(suspects[lead].entity) < self.config.min_suspect_score
+            self._slowing(suspects[lead].entity) < self._bar(suspects[lead].component)
         ):
             lead += 1
         return suspects[lead:]
@@ -120,3 +122,30 @@ class SuspectRanking(JobFields):
         """The job's step time is less than INFO_MIN_SLOWDOWN above its learned level."""
         level = self.regression.level()
         return level > 0 and self.step_now < level * (1 + INFO_MIN_SLOWDOWN)
+
+    def _bar(self, component: str, prior_times: float = 1.0) -> float:
+        """The score that names a part of this kind: ``prior_times`` the prior bar, raised
+        to the tail of this fleet's scores of such parts that the alarm budget allows."""
+        return prior_times * self.budget.bar(
+            f"score|{component}",
+            self.config.min_suspect_score,
+            budget=self.config.alarm_budget,
+            samples_per_window=self.samples_per_window.get(f"score|{component}", 1.0),
+            nodes=self.node_count,
+            window_s=self.config.window_seconds,
+        )
+
+    def _observe_scores(self, entities: np.ndarray) -> None:
+        """This window's slowing score of every part of the job, by kind, into the budget's
+        tails (the parts an open incident named are left out: a fault must not raise its own
+        bar); and how many samples of each kind a window gives."""
+        nodes = {info.node for info in self.members.values()}
+        by_kind: dict[str, list[float]] = {"node": []}
+        for entity in [*entities.tolist(), *(f"{node}|node|-" for node in sorted(nodes))]:
+            if entity not in self.last_event_entities:
+                by_kind.setdefault(entity.split("|")[1], []).append(self._slowing(entity))
+        for kind, values in by_kind.items():
+            if values:
+                self.budget.observe(f"score|{kind}", np.array(values))
+                self.samples_per_window[f"score|{kind}"] = float(len(values))
+        self.node_count = len(nodes)

@@ -41,7 +41,7 @@ class IncidentTelling(SuspectRanking):
         if trigger == "regression" and root is None:
             suspects = self._held_lead(suspects, end_ns)
             top = suspects[0] if suspects else None
-        if top is not None and root is None and top.score < self.config.min_suspect_score:
+        if top is not None and root is None and top.score < self._bar(top.component):
             suspects, top = [], None
         if top is None and root is None and trigger == "regression" and self._pattern_told(end_ns):
             return None  # the step pattern already said why, and that no hardware is at fault
@@ -197,10 +197,10 @@ class IncidentTelling(SuspectRanking):
         if found_by_steps:
             return True
         if not self.last_event_nodes:
-            return top.score >= self.config.min_suspect_score
+            return top.score >= self._bar(top.component)
         previous_active = bool(self.last_event_entities & self.fresh)
         bar = 4 if previous_active else 2
-        return top.score >= bar * self.config.min_suspect_score
+        return top.score >= self._bar(top.component, bar)
 
     def _still_told(self, top: Suspect | None) -> bool:
         """The part the last incident named leads again past the cooldown without having

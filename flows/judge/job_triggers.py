@@ -85,7 +85,7 @@ class JobTriggers(PartFindings):
                 began >= error_ns
                 or not self._held(other.entity, error_ns)
                 or not own_evidence(other)
-                or self._slowing(other.entity) < 2 * self.config.min_suspect_score
+                or self._slowing(other.entity) < self._bar(other.component, 2)
             ):
                 continue
             rest = [s for s in suspects if s.entity != other.entity]
@@ -146,7 +146,29 @@ class JobTriggers(PartFindings):
                     zip(rows.rank[mine].tolist(), rows.compute[mine].tolist(), strict=True)
                 )
                 self.step_peers.add_step(int(step), compute, int(rows.time_ns[mine].max()))
-        return self.step_peers.judge(self.members)
+        found = self.step_peers.judge(self.members)
+        self._calibrate_stragglers()
+        return found
+
+    def _calibrate_stragglers(self) -> None:
+        """The straggler rule's statistic of this window's steps into the budget, and the bar
+        it allows for the next ones (the prior min_excess until this fleet's history is in)."""
+        peers = self.step_peers
+        samples, peers.budget_samples = peers.budget_samples, []
+        if self.config.mode != "reflex":
+            return
+        if samples:
+            self.budget.observe("straggler", np.array(samples))
+            seen = self.samples_per_window.get("straggler", float(len(samples)))
+            self.samples_per_window["straggler"] = 0.9 * seen + 0.1 * len(samples)
+        peers.learned_excess = self.budget.bar(
+            "straggler",
+            peers.min_excess,
+            budget=self.config.alarm_budget,
+            samples_per_window=self.samples_per_window.get("straggler", 1.0),
+            nodes=self.node_count,
+            window_s=self.config.window_seconds,
+        )
 
     def _incident(
         self,
@@ -166,7 +188,7 @@ class JobTriggers(PartFindings):
                 e.severity == "critical"
                 or (
                     e.severity == "warning"
-                    and self.compound.get(e.entity) >= 2 * self.config.min_suspect_score
+                    and self.compound.get(e.entity) >= self._bar(e.component, 2)
                 )
             )
         ]

@@ -139,6 +139,11 @@ class StepPeers(FieldsFilledOnRestore):
         default_factory=dict
     )  # rank -> (ratio, z, step end) of its latest judged steps
     marginal_told: set[int] = field(default_factory=set)  # told while they stay marginal
+    # The straggler rule's statistic, each rank's least excess over its latest streak_steps
+    # steps, for the alarm budget to learn this fleet's tail from; and the bar it raised
+    # min_excess and clear_excess to (0: the prior holds).
+    budget_samples: list[float] = field(default_factory=list)
+    learned_excess: float = 0.0
     # Each rank against its own history (flows/judge/rank_drift.py): what peers cannot see.
     drift: RankDrift = field(default_factory=RankDrift)
 
@@ -179,7 +184,9 @@ class StepPeers(FieldsFilledOnRestore):
         for rank, r, zz in zip(ranks, ratio.tolist(), z.tolist(), strict=True):
             # A part with a record is suspected at half the excess (flows/incidents/node_memory.py).
             self._judge_marginal(rank, r, zz, time_ns)
-            excess = self.min_excess / 2 if rank in self.quick else self.min_excess
+            self._sample_streak(rank)
+            bar = max(self.min_excess, self.learned_excess)
+            excess = bar / 2 if rank in self.quick else bar
             slow = math.isfinite(r) and r >= 1 + excess and zz >= self.z_needed
             if not slow:
                 self.was_normal.add(rank)
@@ -193,7 +200,7 @@ class StepPeers(FieldsFilledOnRestore):
             # neighbour's trouble push a healthy rank 10-20% over for a step or two), and must
             # have begun during the job: a part a little slow since the job's first step is
             # as likely a quirk of that part as a fault, and only a clear one is told then.
-            clear = r >= 1 + self.clear_excess
+            clear = r >= 1 + max(self.clear_excess, self.learned_excess)
             known = rank in self.quick
             needed = self.streak_steps - 1 if known else self.streak_steps * (1 if clear else 3)
             told = clear or rank in self.was_normal or known
@@ -224,6 +231,13 @@ class StepPeers(FieldsFilledOnRestore):
             self.told = pattern
             findings.append(pattern[2])
         return findings
+
+    def _sample_streak(self, rank: int) -> None:
+        """The rank's least excess over its latest streak_steps steps: what a straggler must
+        hold, step after step, for the alarm budget (flows/judge/alarm_budget.py)."""
+        recent = [r for r, _, _ in self.marginal_recent[rank][-self.streak_steps :]]
+        if len(recent) == self.streak_steps and all(map(math.isfinite, recent)):
+            self.budget_samples.append(max(min(recent) - 1.0, 0.0))
 
     def _judge_marginal(self, rank: int, ratio: float, z: float, time_ns: int) -> None:
         kept = self.marginal_recent.get(rank, [])[1 - self.marginal_steps :]
