@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from xid79_capture import xid79_chunks
@@ -16,7 +16,13 @@ from reflex_localize.flows.judge.alarm_budget import MIN_SAMPLES, AlarmBudget
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.schemas.codec import Point
 
-WINDOW = {"samples_per_window": 512.0, "nodes": 64, "window_s": 10.0}
+class Window(TypedDict):
+    samples_per_window: float
+    nodes: int
+    window_s: float
+
+
+WINDOW = Window(samples_per_window=512.0, nodes=64, window_s=10.0)
 
 
 def _fed(scale: float, windows: int, seed: int = 7) -> AlarmBudget:
