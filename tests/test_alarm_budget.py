@@ -16,6 +16,7 @@ from reflex_localize.flows.judge.alarm_budget import MIN_SAMPLES, AlarmBudget
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.schemas.codec import Point
 
+
 class Window(TypedDict):
     samples_per_window: float
     nodes: int
