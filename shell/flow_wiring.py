@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from reflex_localize.flows.impact.rows_log import ImpactRowsLog
 from reflex_localize.flows.io.shard_keys import SCHEMES
 from reflex_localize.flows.io.sinks import FlowSinks, file_sinks
 from reflex_localize.flows.io.sources import LineProtocolSource
+from reflex_localize.flows.judge.alarm_budget import DEFAULT_BUDGET
 from reflex_localize.flows.judge.job_step import JobConfig
 from reflex_localize.flows.judge.weights import load_weights
 from reflex_localize.flows.localize import build_flow
@@ -117,6 +119,18 @@ def _shard_keys() -> str:
     return scheme
 
 
+def _alarm_budget() -> float:
+    """False events per 1,000 node-hours the triggers that blame hardware may raise."""
+    text = os.environ.get("REFLEX_ALARM_BUDGET", str(DEFAULT_BUDGET))
+    try:
+        budget = float(text)
+    except ValueError:
+        budget = math.nan
+    if not math.isfinite(budget) or budget <= 0:
+        raise WiringError(f"REFLEX_ALARM_BUDGET={text!r}: expected a positive number")
+    return budget
+
+
 def flow_from_env() -> Dataflow:
     """For ``python -m bytewax.run "reflex_localize.shell.flow_wiring:flow_from_env()"``."""
     window = float(os.environ.get("REFLEX_WINDOW_SECONDS", "10"))
@@ -126,6 +140,7 @@ def flow_from_env() -> Dataflow:
         # Live partitions poll the same windows in step; one that falls this far behind is
         # down, and the job goes on without it (its late windows go to the error stream).
         config.max_pending_windows = int(os.environ.get("REFLEX_MAX_PENDING_WINDOWS", "12"))
+    config.alarm_budget = _alarm_budget()
     if os.environ.get("REFLEX_WEIGHTS"):  # weights refit by `reflex fit`
         config.weights = load_weights(Path(os.environ["REFLEX_WEIGHTS"]))
     if os.environ.get("REFLEX_IMPACT_ROWS_DIR"):  # what the next `reflex fit-impact` learns from

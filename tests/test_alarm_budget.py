@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import numpy as np
+import pytest
 from xid79_capture import xid79_chunks
 
 from reflex_localize.flows.io.sources import LineProtocolSource
-from reflex_localize.flows.judge.alarm_budget import MIN_SAMPLES, AlarmBudget
+from reflex_localize.flows.judge.alarm_budget import DEFAULT_BUDGET, MIN_SAMPLES, AlarmBudget
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.schemas.codec import Point
+from reflex_localize.shell.flow_wiring import WiringError, _alarm_budget
 
 
 class Window(TypedDict):
@@ -76,3 +78,19 @@ def test_a_flow_exports_its_bars_and_its_realized_alarm_rate(tmp_path: Path) -> 
     assert rates["explicit"]["rate_per_1k_node_hours"] == 1000 / hours
     bars = [p.fields for p in exported if p.measurement == "reflex_alarm_bar"]
     assert bars and all(float(f["bar"]) >= float(f["prior"]) for f in bars)
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "nan", "inf", "lots"])
+def test_a_budget_that_is_no_positive_number_is_refused(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    monkeypatch.setenv("REFLEX_ALARM_BUDGET", text)
+    with pytest.raises(WiringError, match="REFLEX_ALARM_BUDGET"):
+        _alarm_budget()
+
+
+def test_the_budget_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REFLEX_ALARM_BUDGET", "2.5")
+    assert _alarm_budget() == 2.5
+    monkeypatch.delenv("REFLEX_ALARM_BUDGET")
+    assert _alarm_budget() == DEFAULT_BUDGET
