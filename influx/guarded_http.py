@@ -254,7 +254,9 @@ class GuardedServer:
             while not self._back.empty():
                 self._wait(self._back.get(), idle=True)
         else:
-            connection = self._waiting[sock]
+            connection = self._waiting.get(sock)
+            if connection is None:  # closed earlier in this round (evicted to make room)
+                return
             if connection.handshaking:
                 self._handshake(connection)
             else:
