@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from testbed.generate import generate
-from testbed.score import DETECT_WITHIN_S, RunScore, run_flow, score
+from testbed.score import DETECT_WITHIN_S, RunScore, export_code, run_flow, score
 
 FLEETS = ("hgx_ndr", "aisle_hdr", "site_roce")
 
@@ -69,6 +69,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/reflex-testbed"))
     parser.add_argument("--keep", action="store_true", help="keep the line-protocol captures")
     parser.add_argument("--json", type=Path, default=None, help="write the scores here")
+    parser.add_argument(
+        "--at",
+        default="HEAD",
+        help="Reflex commit to test (exported with git archive, so that others' edits during "
+        "the run change nothing); 'worktree' for the files as they are",
+    )
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     hours, nodes = args.hours, args.nodes
@@ -76,6 +82,10 @@ def main() -> int:
         seeds, hours, nodes = seeds[:1], hours or 0.35, nodes or 12
     runs: list[RunScore] = []
     began = time.monotonic()
+    code, commit = (
+        (None, "working tree") if args.at == "worktree" else export_code(args.at, args.out)
+    )
+    print(f"Reflex under test: {commit}", flush=True)
     for fleet in args.fleets.split(","):
         for seed in seeds:
             t0 = time.monotonic()
@@ -85,7 +95,7 @@ def main() -> int:
             shutil.rmtree(out_dir, ignore_errors=True)
             out_dir.mkdir(parents=True)
             lines = sum(1 for _ in lp_path.open())
-            flow_s = run_flow(lp_path, out_dir)
+            flow_s = run_flow(lp_path, out_dir, code)
             result = score(labels, out_dir)
             result.flow_seconds = flow_s
             runs.append(result)
@@ -115,6 +125,7 @@ def main() -> int:
         by_condition.update(r.false_by_condition)
     print()
     print(f"false events by trigger: {dict(by_trigger.most_common()) or 'none'}")
+    print(f"false events blaming a switch or rack (not a node): {sum(r.false_site for r in runs)}")
     print(
         f"false events by the most specific benign condition on the blamed node: "
         f"{dict(by_condition.most_common()) or 'none'}"

@@ -86,7 +86,9 @@ def plan_faults(fleet: Fleet, kinds: tuple[str, ...], count: int, rng: random.Ra
     for i, kind in enumerate(plan):
         start = min(slots[i], duration * 0.85)
         if first_step and i == len(plan) - 1 and kind != "xid79":
-            kind = rng.choice(["gpu_fail_slow", "ib_degraded_speed", "pcie_downtrain"])
+            early = [k for k in ("gpu_fail_slow", "ib_degraded_speed", "pcie_downtrain")
+                     if k not in plan[:i]] or ["gpu_fail_slow"]  # fmt: skip
+            kind = rng.choice(early)
             seg0 = fleet.jobs[0].segments[0]
             start = seg0.start_s
         candidates = [n for n in _busy_nodes(fleet, start) if n not in used]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from testbed import lp
 from testbed.model import Fleet
 
 GRACE_BEFORE_S = 60.0
@@ -38,6 +39,7 @@ def labels(fleet: Fleet) -> dict[str, Any]:
         "duration_s": fleet.duration_s,
         "sample_s": fleet.sample_s,
         "nodes": [n.name for n in fleet.nodes],
+        "sites": {n.name: lp.site(fleet, n) for n in fleet.nodes},
         "node_hours": len(fleet.nodes) * hours,
         "benign_node_hours": len(fleet.nodes) * hours - faulty_s / 3600.0,
         "grace_s": {"before": GRACE_BEFORE_S, "after": GRACE_AFTER_S},

@@ -8,8 +8,9 @@ Rules (also in testbed/README.md):
 - A blaming event *matches* a fault when its top suspect's node is the fault's node and its
   time is within [start - grace_before, end + grace_after]; it is *strictly correct* when the
   top suspect's part is also one of the fault's right parts.
-- A blaming event that matches no fault is *false*. It is attributed to the benign conditions
-  labelled on its node at its time (or "none").
+- A blaming event that matches no fault is *false*. It is attributed to the most specific
+  benign condition labelled on its node at its time (or "none"); a suspect that is a switch
+  or rack (its site tag) covers the nodes under it.
 - A fault is *named first* within N s when a strictly correct event comes no later than
   start + N (and no earlier than start - grace_before).
 """
@@ -38,6 +39,7 @@ class RunScore:
     events: int = 0
     blaming: int = 0
     false: int = 0
+    false_site: int = 0  # of them, blaming a switch or rack rather than a node
     strict: int = 0
     node_only: int = 0
     false_by_trigger: Counter = field(default_factory=Counter)
@@ -51,14 +53,32 @@ class RunScore:
     flow_seconds: float = 0.0
 
 
-def run_flow(lp_path: Path, out_dir: Path) -> float:
-    """``reflex flow --source file:LP --sink files --out DIR``; returns its wall seconds."""
+def export_code(rev: str, into: Path) -> tuple[Path, str]:
+    """Reflex's tree at ``rev`` (``git archive``) in a folder of ``into``, so that edits others
+    make to the working tree during a run do not change the code under test; returns the
+    folder and the full commit id."""
+    repo = Path(__file__).resolve().parents[1]
+    sha = subprocess.run(["git", "-C", str(repo), "rev-parse", rev], check=True,
+                         capture_output=True, text=True).stdout.strip()  # fmt: skip
+    folder = into / f"reflex-{sha[:12]}"
+    if not (folder / "reflex_localize").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(repo), "archive", sha], check=True,
+                                 capture_output=True).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder, sha
+
+
+def run_flow(lp_path: Path, out_dir: Path, code: Path | None = None) -> float:
+    """``reflex flow --source file:LP --sink files --out DIR``, with the package imported from
+    ``code`` when given (an export of a commit); returns its wall seconds."""
     import time
 
-    exe = Path(sys.executable).parent / "reflex"
-    cmd = [str(exe), "flow", "--source", f"file:{lp_path}", "--sink", "files", "--out",
-           str(out_dir), "--no-recovery"]  # fmt: skip
+    cmd = [sys.executable, "-m", "reflex_localize", "flow", "--source", f"file:{lp_path}",
+           "--sink", "files", "--out", str(out_dir), "--no-recovery"]  # fmt: skip
     env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code), env.get("PYTHONPATH", "")]).rstrip(":")
     began = time.monotonic()
     with (out_dir.parent / f"{out_dir.name}.log").open("w") as log:
         subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -131,11 +151,16 @@ def score(labels: dict[str, Any], out_dir: Path) -> RunScore:
             continue
         result.false += 1
         result.false_by_trigger[event.get("trigger", "?")] += 1
-        covering = [b for b in labels["benign"] if top["node"] in b["nodes"]
+        blamed = {top["node"]}
+        if top["node"] not in labels["nodes"]:  # a switch or rack named by its site tag
+            result.false_site += 1
+            blamed = {n for n, tags in labels.get("sites", {}).items()
+                      if top["node"] in tags.values()}  # fmt: skip
+        covering = [b for b in labels["benign"] if blamed & set(b["nodes"])
                     and b["start_ns"] - before <= t <= b["end_ns"] + after
                     and b["kind"] != "diurnal_temperature"]  # fmt: skip
-        # the most specific condition explains it: fewest nodes, then the shortest
-        covering.sort(key=lambda b: (len(b["nodes"]), b["end_ns"] - b["start_ns"]))
+        # the most specific condition explains it: the fewest node-seconds
+        covering.sort(key=lambda b: len(b["nodes"]) * (b["end_ns"] - b["start_ns"]))
         conditions = [b["kind"] for b in covering] or ["none"]
         result.false_by_condition[conditions[0]] += 1
         result.false_list.append(

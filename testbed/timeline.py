@@ -107,14 +107,16 @@ def simulate(fleet: Fleet, job: Job, seg: Segment, rng: random.Random) -> Steps:
     rows: dict[str, list] = {k: [] for k in ("n", "s", "e", "k", "c", "d", "m", "o", "l")}
     t = seg.start_s + rng.uniform(40.0, 70.0)  # launch: imports, NCCL init, checkpoint load
     number = seg.first_step
+    last_hot = np.zeros(0, dtype=np.int64)
     while True:
         i = number - seg.first_step
         comp_f, data_f = _rank_factors(fleet, seg, t)
         diurnal = 1.0 + 0.01 * np.sin(2 * np.pi * ((fleet.start_ns / 1e9 + t) % 86400) / 86400)
         comp = c0 / speed * stage * comp_f * diurnal * nprng.normal(1.0, 0.008, ranks)
         if job.moe:  # the hot experts of this step, on ranks that move every step
-            hot = nprng.choice(ranks, max(1, ranks // 16), replace=False)
-            comp[hot] *= nprng.uniform(1.15, 1.4, len(hot))
+            pool = np.setdiff1d(np.arange(ranks), last_hot)
+            last_hot = nprng.choice(pool, max(1, ranks // 16), replace=False)
+            comp[last_hot] *= nprng.uniform(1.15, 1.4, len(last_hot))
         if i < len(WARMUP):
             comp *= WARMUP[i]
         data = d0 * data_f * nprng.lognormal(0.0, 0.25, ranks)
