@@ -16,6 +16,9 @@ from reflex_localize.flows.judge.job_fields import (
 from reflex_localize.flows.messages import ExplicitEvent
 from reflex_localize.flows.signals.derive import STEP_SIGNAL
 
+# Evidence that began this long before a slowdown's onset is a standing condition of its part.
+STANDING_S = 600.0
+
 
 class SuspectRanking(JobFields):
     """Ranks a job's suspects, and says which held long enough to name (state: JobFields)."""
@@ -84,7 +87,21 @@ class SuspectRanking(JobFields):
     def _held_lead(self, suspects: list[Suspect], end_ns: int) -> list[Suspect]:
         """The suspects whose evidence held, from the first whose slowing score is worth
         naming: whom a regression's event leads with."""
-        return self._slowing_lead([s for s in suspects if self._held(s.entity, end_ns)])
+        held = [s for s in suspects if self._held(s.entity, end_ns)]
+        return self._slowing_lead(self._changed_first(held))
+
+    def _changed_first(self, suspects: list[Suspect]) -> list[Suspect]:
+        """Parts whose state changed about when the job slowed come before parts whose every
+        evidence stood long before (STANDING_S): a noisy port that has erred all along did not
+        slow a job that slowed only now, however high its score has piled up."""
+        onset = self.slowdown_onset_ns
+        if onset >= 2**62:
+            return suspects
+        cutoff = onset - STANDING_S * 1e9
+        changed = [any(e.since_ns >= cutoff for e in s.evidence) for s in suspects]
+        return [s for s, c in zip(suspects, changed, strict=True) if c] + [
+            s for s, c in zip(suspects, changed, strict=True) if not c
+        ]
 
     def _strong_suspect(self, end_ns: int) -> Suspect | None:
         """The strongest suspect with fresh evidence that held and a score worth naming: the
