@@ -1,6 +1,7 @@
 """Telegraf and dcgm-exporter data stored in a real InfluxDB give the same events through the
-polling source (``--source influx``), the push source's Flux backfill (``--source influx-push``
-after a restart) and the line-protocol replay of the same lines.
+polling source (``--source influx``), the push source (``--source influx-push``: its Flux
+backfill alone, and a backfill followed by the live replication stream) and the line-protocol
+replay of the same lines.
 
 The data is a simulated run written out in the foreign shapes (``tests/foreign_inverse.py``):
 dcgm-exporter through Telegraf's ``inputs.prometheus`` metric version 1 (one measurement per
@@ -12,7 +13,7 @@ counted and ignored, one note each, never refused line by line.
 from __future__ import annotations
 
 import logging
-import socket
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from reflex_localize.flows.io.influx_source import InfluxSource
 from reflex_localize.flows.io.push_source import PushSource
 from reflex_localize.flows.io.sources import LineProtocolSource
 from reflex_localize.flows.runner import RunResult, run_in_process
-from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.influx.local_server import InfluxServer, free_port
 from reflex_localize.schemas.line_file import line_stamp
 
 pytestmark = [pytest.mark.influx, pytest.mark.slow]
@@ -53,12 +54,6 @@ def outcome(events: list[LocalizationEvent]) -> list[tuple[object, ...]]:
         (e.trigger, e.severity)
         for e in events
     ]  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 CASES = {
@@ -147,3 +142,53 @@ def test_the_source_says_once_what_it_cannot_read(
     read = Counter(frame.measurement for batch in batches for frame in batch.frames)
     assert read == Counter({"gpu": 1, "host": 1})
     assert not [error for batch in batches for error in batch.errors]
+
+
+def test_a_live_push_after_a_backfill_gives_the_replays_events(
+    influx: InfluxServer, influx_bucket: str, tmp_path: Path
+) -> None:
+    """``--source influx-push`` with dcgm-exporter data: what was written before the stream
+    existed comes by the Flux backfill, the rest by the replication stream, one translator
+    for both; the events are the replay's."""
+    from test_push_source import LAG_S, SPEED, PacedWriter, by_window, stream_to
+
+    from reflex_localize.influx.replication import remove_stream
+    from reflex_localize.shell.push_wiring import replay_clock
+
+    lines = foreign_replay("fault_xid79", 340, "dcgm_v2")
+    path = tmp_path / "foreign.lp"
+    path.write_text("\n".join(lines) + "\n")
+    expected = outcome(run_in_process(LineProtocolSource(path, SHARDS, 10.0)).events)
+    assert expected
+    windows = by_window(lines)
+    start = windows[0][0] * WINDOW_NS
+    resume = start + 150 * 10**9  # before it: in the bucket only, for the backfill
+    write_lines(influx, influx_bucket, [ln for w, batch in windows if w * WINDOW_NS < resume
+                                        for ln in batch])  # fmt: skip
+    token, port, name = f"t{time.time_ns()}", free_port(), f"foreign-{influx_bucket}"
+    stream_to(influx, influx_bucket, port, token, name)
+    clock, speed = replay_clock(f"{resume},{time.time_ns()},{SPEED}")
+    source = PushSource(
+        influx.settings(influx_bucket),
+        push_token=token,
+        port=port,
+        n_shards=SHARDS,
+        start_ns=start,
+        stop_ns=start + 340 * 10**9,
+        clock=clock,
+        clock_speed=speed,
+        lag_seconds=LAG_S,
+    )
+    later = [(w, batch) for w, batch in windows if w * WINDOW_NS >= resume]
+    writer = PacedWriter(influx, influx_bucket, later, clock)
+    writer.start()
+    try:
+        result = run_in_process(source)
+    finally:
+        writer.join(timeout=60)
+        remove_stream(influx.settings(), name)
+    assert writer.failure is None and writer.written == len(later)
+    stats = source.stats.values()
+    assert sum(s.backfill_windows for s in stats) > 0 and sum(s.lines for s in stats) > 0
+    assert outcome(result.events) == expected
+    assert set(result.error_counts) <= {"foreign_field_ignored", "foreign_field_unknown"}

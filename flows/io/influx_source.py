@@ -378,12 +378,13 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
 
     def _tell_unreadable(self, start: int) -> None:
         """Logs once (shard 0) the bucket's measurements this source cannot read, and why."""
-        self._told_unreadable = True
         if self._index != 0:
+            self._told_unreadable = True
             return
         since = start - max(self._source.late_horizon_ns, 3600 * 10**9)
         rows = self._csv(_MEASUREMENTS_FLUX, {"start": since})
         found = {row[-1] for row in rows if len(row) > 3 and row[0] == "" and row[1] != "result"}
+        self._told_unreadable = True  # once answered: a failed query is retried with the read
         unreadable = sorted(name for name in found if not _readable(name))
         if unreadable:
             _log.warning(
