@@ -21,6 +21,7 @@ from reflex_localize.flows.incidents.node_memory import (
 )
 from reflex_localize.flows.judge.busy_clocks import BusyClocks, window_clocks
 from reflex_localize.flows.judge.detectors import LongitudinalBaseline
+from reflex_localize.flows.judge.rank_placement import placed_steps
 from reflex_localize.flows.messages import (
     ErrorRecord,
     ExplicitEvent,
@@ -151,7 +152,9 @@ class ShardState(FieldsFilledOnRestore):
         scales = self.baseline.scale(self.baseline.rows(keys, create=True))
         self._remember_deviations(signals.entities, temporal, batch.end_ns)
         events = self._events(by_measurement.get("event", []))
-        steps = _step_rows(by_measurement.get("train_step", []))
+        step_frames, misplaced = placed_steps(by_measurement.get("train_step", []), self.members)
+        out.extend(("error", error) for error in misplaced)
+        steps = _step_rows(step_frames)
         self._remember_straggling(steps, batch.end_ns)
         alive = _reporting_nodes(frames)  # whatever families a node sends
         entity_nodes = np.array(
