@@ -186,9 +186,22 @@ class TcpSink(SocketSink):
     def _send(self, payload: bytes) -> None:
         if len(payload) > MAX_DATAGRAM_BYTES:  # as the socket would: this line cannot go
             raise OSError(errno.EMSGSIZE, "record longer than a hook datagram")
+        if self._socket is not None and _closed_by_peer(self._socket):
+            self.close()  # the agent restarted: a send would vanish into the old connection
         if self._socket is None:
             self._socket = socket.create_connection((self.host, self.port), TCP_TIMEOUT_S)
         self._socket.sendall(FRAME.pack(len(payload)) + payload)
 
     def _broken(self) -> None:
         self.close()  # the agent discards a half-sent frame; the next send reconnects
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """Whether the agent closed this connection (it never writes to it: anything readable is
+    its end of file, or an error)."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True

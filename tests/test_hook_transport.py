@@ -196,3 +196,24 @@ def test_the_hook_picks_tcp_from_its_environment() -> None:
     assert isinstance(sink, TcpSink) and (sink.host, sink.port) == ("10.0.0.7", 9103)
     assert type(sink_from_env({"REFLEX_HOOK_ADDRESS": "nonsense"})) is SocketSink
     assert HEADER.startswith("#reflex-hook")
+
+
+def test_a_tcp_hook_reconnects_when_its_agent_restarts(tmp_path: Path) -> None:
+    """The old connection's end of file is seen before the next send: nothing is sent into it."""
+    first = started(tmp_path, address="127.0.0.1:0")
+    port = first.tcp_port
+    sink = TcpSink(f"127.0.0.1:{port}")
+    try:
+        assert sink.send_lines([STEP.format(job="j1")], 0) == 1
+        assert len(drained(first, 1)) == 1
+    finally:
+        first.stop_background()
+    (tmp_path / "again").mkdir()
+    second = started(tmp_path / "again", address=f"127.0.0.1:{port}")
+    try:
+        time.sleep(0.1)  # the old connection's FIN has arrived
+        assert sink.send_lines([STEP.format(job="j2")], 0) == 1
+        assert [p.tags["job"] for p in drained(second, 1)] == ["j2"]
+    finally:
+        sink.close()
+        second.stop_background()
