@@ -19,7 +19,9 @@ PyTorch in one line: ``hook.attach(optimizer)`` ends a step after each ``optimiz
 and times it as the optimizer section. Named sections (``with hook.section("forward"):``;
 data, forward, backward, optimizer, checkpoint) fill the ``*_seconds`` fields of
 ``train_step``; when a script marks sections but no ``compute`` phase, compute is forward +
-backward + optimizer.
+backward + optimizer. Once the process has initialized CUDA, sections are timed on the GPU by
+CUDA events read a step later (:mod:`collectors.section_timers`; CPU clocks before that and as
+the fallback), and each record says which in ``section_timer``.
 
 Like the agent, the HTTP sink learns from InfluxDB's ``Date`` headers how far this node's clock
 is off (:mod:`influx.clock_offset`); past the tolerance, records are stamped with the server's
@@ -64,6 +66,13 @@ from pathlib import Path
 from typing import Any
 
 from reflex_localize.collectors.hook_socket import ADDRESS_ENV, SocketSink, TcpSink, socket_path
+from reflex_localize.collectors.section_timers import (
+    CPU,
+    CpuSectionTimer,
+    CudaSectionTimer,
+    SectionTimer,
+    cuda_in_use,
+)
 from reflex_localize.influx.clock_offset import ClockOffset
 
 log = logging.getLogger(__name__)
@@ -180,18 +189,24 @@ def _int(env: Mapping[str, str], *names: str) -> int | None:
 
 
 class _Phase:
-    """A reusable context manager adding elapsed time to one of the hook's accumulators."""
+    """A reusable context manager adding elapsed time to one of the hook's accumulators, and
+    handing the hook's section timer its entry and exit (CUDA events, when in use)."""
 
-    __slots__ = ("_hook", "_index", "_started")
+    __slots__ = ("_hook", "_index", "_started", "_timer", "_token")
 
     def __init__(self, hook: TrainingHook, index: int) -> None:
         self._hook, self._index, self._started = hook, index, 0.0
+        self._timer: SectionTimer = hook._timer
+        self._token: Any = None
 
     def __enter__(self) -> None:
+        self._timer = timer = self._hook._timer  # the one that issued the token ends it
+        self._token = timer.enter()
         self._started = time.perf_counter()
 
     def __exit__(self, *exc: object) -> None:
         self._hook._phase_seconds[self._index] += time.perf_counter() - self._started
+        self._timer.exit(self._index, self._token)
 
 
 class TrainingHook:
@@ -214,8 +229,12 @@ class TrainingHook:
         max_queue: int = 10_000,
         max_retry_lines: int = 50_000,
         flush_interval_s: float = 1.0,
+        section_timer: SectionTimer | None = None,
     ) -> None:
         env = os.environ if env is None else env
+        # CPU clocks until the process has initialized CUDA; a timer handed in stays.
+        self._timer: SectionTimer = section_timer or CpuSectionTimer()
+        self._timer_chosen = section_timer is not None
         if rank is not None:
             self.info = with_layout(
                 rank, world_size or 1, local_rank, job or job_id(env), tp_size, pp_size
@@ -259,7 +278,20 @@ class TrainingHook:
         phases, self._phase_seconds = self._phase_seconds, [0.0] * len(_PHASES)
         elapsed, self._last_step = now - self._last_step, now
         self._step_number = step if step is not None else self._step_number + 1
-        self._put(("step", wall_ns, self._step_number, elapsed, phases, tokens, loss))
+        record = (wall_ns, self._step_number, elapsed, tokens, loss)
+        try:  # with CUDA events, the steps whose GPU times are now known (one step late)
+            ready = self._timer.end_step(record, phases)
+        except Exception:
+            ready = [(record, phases, CPU)]
+        for (ended_ns, number, seconds, step_tokens, step_loss), times, timer in ready:
+            self._put(("step", ended_ns, number, seconds, times, step_tokens, step_loss, timer))
+        if not self._timer_chosen:
+            self._choose_timer()
+
+    def _choose_timer(self) -> None:
+        cuda = cuda_in_use()
+        if cuda is not None:
+            self._timer, self._timer_chosen = CudaSectionTimer(cuda), True
 
     def section(self, name: str) -> _Phase:
         """``with hook.section("forward"):`` adds the block's time to this step's section
@@ -314,6 +346,10 @@ class TrainingHook:
     def close(self, timeout_s: float = 5.0) -> None:
         """Marks this rank inactive, sends what is queued (for up to ``timeout_s``), stops."""
         try:
+            for (ended_ns, number, seconds, tokens, loss), times, timer in self._timer.drain(
+                min(timeout_s, 1.0)
+            ):
+                self._put(("step", ended_ns, number, seconds, times, tokens, loss, timer))
             self._put(("membership", time.time_ns(), False))
             self._stop.set()
             self._thread.join(timeout_s)
@@ -403,7 +439,7 @@ class TrainingHook:
         head = f"cluster={_tag(self.cluster)},job={_tag(info.job)},node={_tag(self.node)}"
         head += f",rank={info.rank}"
         if kind == "step":
-            _, _, number, elapsed, phases, tokens, loss = record
+            _, _, number, elapsed, phases, tokens, loss, timer = record
             self.stats.steps += 1
             fields = [f"step={number}i", f"step_time_seconds={float(elapsed)!r}"]
             compute = phases[0] or sum(phases[_COMPUTE_SECTIONS])
@@ -414,6 +450,8 @@ class TrainingHook:
             for name, seconds in zip(SECTIONS, phases[2:], strict=False):
                 if seconds:
                     fields.append(f"{name}_seconds={float(seconds)!r}")
+            if any(phases[:-1]):  # which clock timed the sections above
+                fields.append(f'section_timer="{timer}"')
             if tokens is not None and elapsed > 0:
                 fields.append(f"tokens_per_second={float(tokens / elapsed)!r}")
             if loss is not None and _finite(loss):

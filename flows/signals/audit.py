@@ -113,6 +113,7 @@ UNUSED = {
     ("train_step", "forward_seconds"): "shown in events; compute is judged as a whole",
     ("train_step", "backward_seconds"): "shown in events; compute is judged as a whole",
     ("train_step", "optimizer_seconds"): "shown in events; compute is judged as a whole",
+    ("train_step", "section_timer"): "how compute was timed (GPU or CPU); one job, one timer",
     ("job_membership", "tp_rank"): "tensor parallelism stays inside a node",
 }
 
