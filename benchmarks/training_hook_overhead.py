@@ -7,7 +7,11 @@ Measures ``hook.step()`` alone, and a full instrumented step (the five named sec
   listening (the default deployment);
 - no agent at all (the socket absent: every flush fails, records are counted as dropped);
 - a sink that takes 200 ms per batch (InfluxDB slow, for the ``REFLEX_HOOK_SINK=influx``
-  opt-in), to show the training thread does not wait for it.
+  opt-in), to show the training thread does not wait for it;
+- the agent's socket with sections timed by CUDA events (issue 39), on a fake ``torch.cuda``
+  whose events cost nothing: the hook's own bookkeeping (pool, pending steps, ``query``,
+  ``elapsed_time``). A real ``Event.record()`` adds a few µs per event (not measured here), two per
+  section; ``benchmarks/real_gpu_check.py`` measures it on a GPU.
 
     .venv/bin/python benchmarks/training_hook_overhead.py --calls 100000
 """
@@ -22,7 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reflex_localize.collectors.cuda_fake import FakeCuda
 from reflex_localize.collectors.hook_receiver import HookReceiver
+from reflex_localize.collectors.section_timers import CudaSectionTimer
 from reflex_localize.collectors.training_hook import SECTIONS, TrainingHook
 
 TARGET_US = 20.0
@@ -93,6 +99,10 @@ def main() -> None:
     sent = run("agent socket", args.calls, env={"REFLEX_HOOK_SOCKET": path})
     receiver.wait_for(sent, timeout_s=30)
     print(f"  the agent received {receiver.received_lines} lines, refused {receiver.parse_errors}")
+    timer = CudaSectionTimer(FakeCuda())
+    sent += run("agent socket, CUDA events (fake)", args.calls, section_timer=timer,
+                env={"REFLEX_HOOK_SOCKET": path})  # fmt: skip
+    receiver.wait_for(sent, timeout_s=30)
     receiver.stop_background()
     run("no agent (socket absent)", args.calls, env={"REFLEX_HOOK_SOCKET": path})
     run("influx opt-in, sink taking 200 ms", args.calls, sink=lambda batch: time.sleep(0.2))
