@@ -19,12 +19,10 @@ own address: pods reach it at ``status.hostIP``) the receiver also accepts the s
 over TCP, length-framed (:class:`~collectors.hook_socket.TcpSink`), token-free and checked
 exactly as the socket's. Pod Security "baseline" allows it where it forbids a hostPath socket.
 
-**Who sends.** On the socket every datagram comes with its sender's pid, uid and gid
-(``SO_PASSCRED``: the kernel's word, not the sender's). A job belongs to the first user that
-sends for it (remembered for the last ``MAX_JOBS`` jobs, logged once with the pid); records
-for it from another user are refused. Where the sender's cgroup names its Slurm job
-(``/proc/<pid>/cgroup``: ``.../job_<id>/...``), a record for another job is refused. TCP
-senders are known by address only. A training event is evidence: the flow never takes a
+**Who sends.** On the socket every datagram comes with its sender's pid and uid
+(``SO_PASSCRED``); a job keeps its first user, and a Slurm job may send only its own records
+(:mod:`collectors.hook_senders`). TCP senders are known by address only
+(:mod:`collectors.hook_tcp`). A training event is evidence: the flow never takes a
 ``source=training`` record (an XID a rank reports included) as a critical error on its own.
 
 Without a socket to listen on (``reflex collect --once``) the collector is absent hardware;
@@ -52,28 +50,29 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
-import selectors
 import socket
 import stat
-import struct
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reflex_localize.collectors.base import Emit, HardwareAbsent, base_tags
+from reflex_localize.collectors.hook_senders import (
+    CREDENTIALS_SPACE,
+    JobOwners,
+    Sender,
+    sender_of,
+)
 from reflex_localize.collectors.hook_socket import (
     ADDRESS_ENV,
-    FRAME,
     MAX_DATAGRAM_BYTES,
     SOCKET_ENV,
     BadDatagram,
-    parse_address,
     parse_datagram,
 )
+from reflex_localize.collectors.hook_tcp import TcpListener
 from reflex_localize.schemas.codec import Point, PointError, decode
 from reflex_localize.schemas.contract import Schema, load_schema
 
@@ -89,22 +88,6 @@ RECEIVE_BUFFER_BYTES = 4 << 20  # asked of the kernel; net.core.rmem_max may gra
 DROPPED_BY_HOOKS = "dropped: by hooks (queue full, or no agent past their retry buffer)"
 DROPPED_HERE = "dropped: agent's receive queue full"
 NOT_THE_SENDERS_JOB = "refused: job is not the sender's"
-MAX_JOBS = 10_000  # jobs whose sending user is remembered
-MAX_CONNECTIONS = 1024  # open TCP connections (one per training process)
-_UCRED = struct.Struct("iII")  # struct ucred: pid, uid, gid
-_SLURM_JOB = re.compile(r"/job_(\d+)(?:/|$)")
-
-
-@dataclass(frozen=True)
-class Sender:
-    """Who sent a datagram: the kernel's pid/uid/gid on the socket, the peer address on TCP."""
-
-    pid: int | None = None
-    uid: int | None = None
-    address: str = ""
-
-    def __str__(self) -> str:
-        return self.address or f"pid {self.pid} uid {self.uid}"
 
 
 class HookReceiver:
@@ -126,10 +109,8 @@ class HookReceiver:
     ) -> None:
         self.path = path
         self.address = address  # host:port of the TCP listener, "" for none
-        self.proc_root = proc_root
-        self.owners: OrderedDict[str, Sender] = OrderedDict()  # job -> its first sender
-        self._listener: socket.socket | None = None
-        self._tcp_thread: threading.Thread | None = None
+        self.jobs = JobOwners(proc_root)
+        self._listener: TcpListener | None = None
         self.interval_s = interval_s
         self.max_queued_points = max_queued_points
         self.parse_errors: dict[str, int] = {}  # refused and lost records, by reason
@@ -161,7 +142,11 @@ class HookReceiver:
             self._socket = self._bind()
             if self.address:
                 where = self.address
-                self._listener = _listen(self.address)
+                self._listener = TcpListener(
+                    self.address,
+                    self._receive,
+                    lambda reason, detail: self._count(reason, 1, detail),
+                )
         except (OSError, ValueError) as error:
             self._bind_error = f"cannot listen for training hooks on {where}: {error}"
             log.error("%s", self._bind_error)
@@ -174,25 +159,25 @@ class HookReceiver:
         self._thread = threading.Thread(target=self._run, name="reflex-hook-rx", daemon=True)
         self._thread.start()
         if self._listener is not None:
-            tcp = threading.Thread(target=self._run_tcp, name="reflex-hook-tcp", daemon=True)
-            tcp.start()
-            self._tcp_thread = tcp
+            self._listener.start()
 
     @property
     def tcp_port(self) -> int | None:
         """The TCP port listened on (the one the kernel chose for port 0)."""
-        return int(self._listener.getsockname()[1]) if self._listener is not None else None
+        return self._listener.port if self._listener is not None else None
+
+    @property
+    def owners(self) -> dict[str, Sender]:
+        """Each job's first sender on the socket."""
+        return dict(self.jobs.owners)
 
     def stop_background(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-        if self._tcp_thread is not None:
-            self._tcp_thread.join(timeout=5)
-            self._tcp_thread = None
         if self._listener is not None:
-            self._listener.close()
+            self._listener.stop()
             self._listener = None
         leftovers = [self._queue.popleft() for _ in range(len(self._queue))]
         if leftovers and self._emit is not None:  # what arrived since the last run
@@ -229,77 +214,18 @@ class HookReceiver:
 
     def _run(self) -> None:
         assert self._socket is not None
-        cred_size = socket.CMSG_SPACE(_UCRED.size)
         while not self._stop.is_set():
             try:
-                payload, ancillary, _, _ = self._socket.recvmsg(MAX_DATAGRAM_BYTES + 1, cred_size)
+                payload, ancillary, _, _ = self._socket.recvmsg(
+                    MAX_DATAGRAM_BYTES + 1, CREDENTIALS_SPACE
+                )
             except TimeoutError:
                 continue
             except OSError as error:
                 log.warning("training hook socket: %s", error)
                 self._stop.wait(0.2)
                 continue
-            self._receive(payload, _sender(ancillary))
-
-    def _run_tcp(self) -> None:
-        """Accepts hooks' connections and reads their length-framed datagrams."""
-        assert self._listener is not None
-        selector = selectors.DefaultSelector()
-        selector.register(self._listener, selectors.EVENT_READ)
-        buffers: dict[socket.socket, bytearray] = {}
-        try:
-            while not self._stop.is_set():
-                for key, _ in selector.select(timeout=0.2):
-                    if key.fileobj is self._listener:
-                        self._accept(selector, buffers)
-                    else:
-                        self._read(selector, buffers, key.fileobj)  # type: ignore[arg-type]
-        finally:
-            for connection in buffers:
-                connection.close()
-            selector.close()
-
-    def _accept(self, selector: selectors.BaseSelector, buffers: dict) -> None:
-        assert self._listener is not None
-        try:
-            connection, peer = self._listener.accept()
-        except OSError:
-            return
-        if len(buffers) >= MAX_CONNECTIONS:
-            self._count("refused: too many hook connections", 1, str(peer))
-            connection.close()
-            return
-        connection.setblocking(False)
-        buffers[connection] = bytearray()
-        selector.register(connection, selectors.EVENT_READ)
-
-    def _read(
-        self, selector: selectors.BaseSelector, buffers: dict, connection: socket.socket
-    ) -> None:
-        try:
-            chunk = connection.recv(1 << 16)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            chunk = b""
-        buffer = buffers[connection]
-        buffer += chunk
-        sender = Sender(address=_peer(connection))
-        while len(buffer) >= FRAME.size:
-            size = FRAME.unpack_from(buffer)[0]
-            if size > MAX_DATAGRAM_BYTES:
-                self._count("malformed: not a hook datagram", 1, f"{sender}: frame of {size} B")
-                chunk = b""  # not this protocol: drop the connection
-                break
-            if len(buffer) < FRAME.size + size:
-                break
-            payload = bytes(buffer[FRAME.size : FRAME.size + size])
-            del buffer[: FRAME.size + size]
-            self._receive(payload, sender)
-        if not chunk:  # closed (a half-sent frame is discarded), or not this protocol
-            selector.unregister(connection)
-            del buffers[connection]
-            connection.close()
+            self._receive(payload, sender_of(ancillary))
 
     def _receive(self, payload: bytes, sender: Sender | None = None) -> None:
         try:
@@ -310,7 +236,7 @@ class HookReceiver:
         if dropped:
             self._count(DROPPED_BY_HOOKS, dropped)
         sender = sender or Sender()
-        slurm_job = self._slurm_job(sender)
+        slurm_job = self.jobs.slurm_job(sender)
         for line in lines:
             point = self._checked(line)
             if point is None or not self._senders_own(point, sender, slurm_job):
@@ -338,40 +264,14 @@ class HookReceiver:
             return None
         return Point(point.measurement, {**point.tags, **self._stamp}, point.fields, point.time_ns)
 
-    def _slurm_job(self, sender: Sender) -> str | None:
-        """The Slurm job a sending process runs in, from its cgroup (world-readable)."""
-        if not sender.pid:  # 0: the sender's pid namespace is not visible from here
-            return None
-        try:
-            with open(f"{self.proc_root}/{sender.pid}/cgroup") as handle:
-                found = _SLURM_JOB.search(handle.read())
-        except OSError:
-            return None
-        return found.group(1) if found else None
-
     def _senders_own(self, point: Point, sender: Sender, slurm_job: str | None) -> bool:
         """Whether ``sender`` may send this record: its job is the sender's (see the module
         docstring); refused and counted otherwise."""
         job = point.tags.get("job") or str(point.fields.get("job", ""))
-        if not job or sender.uid is None:
-            return True  # TCP, or a sender the kernel did not name: known by address only
-        if slurm_job is not None and job != slurm_job:
-            self._count(NOT_THE_SENDERS_JOB, 1, f"{sender} runs Slurm job {slurm_job}, sent {job}")
-            return False
-        owner = self.owners.get(job)
-        if owner is None:
-            self.owners[job] = sender
-            if len(self.owners) > MAX_JOBS:
-                self.owners.popitem(last=False)
-            log.info("training hook: job %s from %s", job, sender)
-            return True
-        self.owners.move_to_end(job)
-        if owner.uid != sender.uid:
-            self._count(
-                NOT_THE_SENDERS_JOB, 1, f"{sender} sent job {job}, owned by uid {owner.uid}"
-            )
-            return False
-        return True
+        refusal = self.jobs.refusal(job, sender, slurm_job)
+        if refusal is not None:
+            self._count(NOT_THE_SENDERS_JOB, 1, refusal)
+        return refusal is None
 
     def _count(self, reason: str, records: int, detail: str = "") -> None:
         with self._lock:  # copy, then swap: the agent sums the dict from its own thread
@@ -380,30 +280,6 @@ class HookReceiver:
             self.parse_errors = counts
         if detail and (count <= 10 or count % 1000 == 0):
             log.warning("training hook record refused (%s, %d so far): %s", reason, count, detail)
-
-
-def _sender(ancillary: list[tuple[int, int, bytes]]) -> Sender:
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
-            pid, uid, _gid = _UCRED.unpack(data[: _UCRED.size])
-            return Sender(pid=pid, uid=uid)
-    return Sender()
-
-
-def _listen(address: str) -> socket.socket:
-    host, port = parse_address(address)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.create_server((host, port), family=family, backlog=128)
-    listener.setblocking(False)
-    return listener
-
-
-def _peer(connection: socket.socket) -> str:
-    try:
-        host, port = connection.getpeername()[:2]
-    except OSError:
-        return "tcp"
-    return f"{host}:{port}"
 
 
 def _is_socket(path: str) -> bool:

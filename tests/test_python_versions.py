@@ -23,15 +23,12 @@ from reflex_localize.collectors.hook_receiver import HookReceiver
 from reflex_localize.shell.install_extras import missing_extra
 
 ROOT = Path(__file__).resolve().parents[1]
-HOOK_MODULES = ("collectors/training_hook.py", "collectors/hook_socket.py",
-                "influx/clock_offset.py", "collectors/__init__.py", "influx/__init__.py",
-                "reflex_localize/__init__.py")  # fmt: skip
 _NOT_SOURCE = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", "reflex-demo")
 
 
 def hook_imports(path: Path) -> set[str]:
-    """Top-level modules a hook module imports at module level or in its functions, but for
-    the lazy ``influx.config`` of the HTTP sink (REFLEX_HOOK_SINK=influx, an opt-in)."""
+    """Modules a hook module imports at module level or in its functions, but for the lazy
+    ``influx.config`` of the HTTP sink (REFLEX_HOOK_SINK=influx, an opt-in)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -41,17 +38,34 @@ def hook_imports(path: Path) -> set[str]:
     return found - {"reflex_localize.influx.config"}
 
 
-@pytest.mark.parametrize("module", HOOK_MODULES)
-def test_the_hook_imports_only_the_standard_library_in_310_syntax(module: str) -> None:
-    path = ROOT / module
+def module_path(name: str) -> Path:
+    """Where a ``reflex_localize`` module's source is (its subpackages are the top folders)."""
+    parts = name.split(".")[1:]
+    base = ROOT.joinpath(*parts) if parts else ROOT / "reflex_localize"
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def hook_modules() -> list[Path]:
+    """The training hook's module and every Reflex module it reaches, package inits included."""
+    todo, seen = ["reflex_localize.collectors.training_hook"], set()
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for end in range(1, len(parts) + 1):  # the packages on the way are imported too
+            prefix = ".".join(parts[:end])
+            if prefix not in seen:
+                seen.add(prefix)
+                todo += [m for m in hook_imports(module_path(prefix))
+                         if m.startswith("reflex_localize")]  # fmt: skip
+    return sorted({module_path(name) for name in seen})
+
+
+@pytest.mark.parametrize("path", hook_modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_hook_imports_only_the_standard_library_in_310_syntax(path: Path) -> None:
     ast.parse(path.read_text(), feature_version=(3, 10))  # SyntaxError past 3.10's grammar
     for name in hook_imports(path):
         top = name.split(".")[0]
-        if top == "reflex_localize":
-            target = name.removeprefix("reflex_localize.").replace(".", "/") + ".py"
-            assert target in HOOK_MODULES or name == "reflex_localize", name
-        else:
-            assert top in sys.stdlib_module_names or top == "__future__", name
+        assert top in sys.stdlib_module_names or top in ("__future__", "reflex_localize"), name
 
 
 @pytest.mark.slow
