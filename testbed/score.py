@@ -81,7 +81,10 @@ def run_flow(lp_path: Path, out_dir: Path, code: Path | None = None) -> float:
         env["PYTHONPATH"] = os.pathsep.join([str(code), env.get("PYTHONPATH", "")]).rstrip(":")
     began = time.monotonic()
     with (out_dir.parent / f"{out_dir.name}.log").open("w") as log:
-        subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, env=env)
+        # `reflex flow` starts `python -m bytewax.run` with an environment of its own (no
+        # PYTHONPATH), and `-m` puts the working directory first on sys.path: running from the
+        # export is what makes its worker import the exported code, not the editable install.
+        subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=code)
     return time.monotonic() - began
 
 
