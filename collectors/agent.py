@@ -1,12 +1,14 @@
 """The node agent: runs each collector at its own interval and hands the points to ``emit``.
 
-Each run is timed and checked. Points that break the schema are dropped and counted, never
-written. A collector that raises is recorded as a failed run and the others go on; one that
-raises :class:`collectors.base.HardwareAbsent` is a successful run with no points. After each
-run the agent emits one ``reflex_collector`` point with the run's duration, success, point
-count, the agent's version and the collector's rejected records since start: points that broke
-the schema, plus the garbled source reads a collector counts itself (``parse_errors``, by
-source). :meth:`Agent.nothing_worked` says when every collector failed (``collect --once``).
+Each run is timed and checked: its wall time and its CPU time on the agent's thread (user and
+system, so NVML's ioctls count: ``time.thread_time``). Points that break the schema are dropped
+and counted, never written. A collector that raises is recorded as a failed run and the others
+go on; one that raises :class:`collectors.base.HardwareAbsent` is a successful run with no
+points. After each run the agent emits one ``reflex_collector`` point with the run's duration,
+CPU time, success, point count, the agent's version and the collector's rejected records since
+start: points that broke the schema, plus the garbled source reads a collector counts itself
+(``parse_errors``, by source). :meth:`Agent.nothing_worked` says when every collector failed
+(``collect --once``).
 
 With a :class:`~influx.clock_offset.ClockOffset` (fed by the writer from InfluxDB's answers)
 the self-metric also carries ``clock_offset_seconds``, and when the node's clock is known to be
@@ -30,7 +32,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -60,6 +63,7 @@ class CollectorState:
     runs: int = 0
     failures: int = 0
     rejected: int = 0
+    cpu_seconds: float = 0.0  # since start, on the agent's thread
     absent_logged: bool = False
     last_outcome: str = ""  # of the latest run: "ok", "absent" or "failed"
     last_reason: str = ""  # why it was absent or failed
@@ -79,8 +83,10 @@ class Agent:
         schema: Schema | None = None,
         clock_offset: ClockOffset | None = None,
         site: Mapping[str, str] | None = None,
+        cpu_clock: Callable[[], float] = time.thread_time,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
+        self.cpu_clock = cpu_clock  # collectors run on the calling thread: its CPU is theirs
         # Site tags ([identity] rack, switch) on every point handed off, self-metrics and hook
         # records included; checked once here, as the writer checks every tag.
         self.site = {name: checked_tag_value(value, "identity", name)
@@ -150,6 +156,7 @@ class Agent:
     def _run(self, state: CollectorState) -> list[Point]:
         collector = state.collector
         started = self.clock.monotonic()
+        cpu_started = self.cpu_clock()
         now_ns = self.clock.time_ns()
         success = True
         raw: list[Point] = []
@@ -167,9 +174,12 @@ class Agent:
             state.last_outcome, state.last_reason = "failed", f"{type(error).__name__}: {error}"
             log.exception("collector %s failed", collector.name)
         points = self._valid(state, raw)
+        cpu_seconds = max(0.0, self.cpu_clock() - cpu_started)
         state.runs += 1
+        state.cpu_seconds += cpu_seconds
         fields: dict[str, float | int | bool | str] = {
             "duration_seconds": max(0.0, self.clock.monotonic() - started),
+            "cpu_seconds": cpu_seconds,
             "success": success,
             "points": len(points),
             # A counter a lying source inflated past int64 (a hook datagram's drop count)

@@ -5,9 +5,10 @@ Everything is read from the running agent at scrape time (model: prometheus/clie
 :class:`influx.health_server.HealthServer` when ``reflex collect --health-address`` is given.
 
 Metrics (``reflex_agent_*``): ``info{version}``; per collector ``collector_runs_total``,
-``collector_failures_total``, ``collector_rejected_total`` (points that broke the schema and
-garbled source reads); ``emit_failures_total``; the queue in front of the writer
-(``queue_points``, ``dropped_points_total`` when it was full); the writer's
+``collector_cpu_seconds_total`` (on the agent's thread), ``collector_failures_total``,
+``collector_rejected_total`` (points that broke the schema and garbled source reads);
+``emit_failures_total``; the queue in front of the writer (``queue_points``,
+``dropped_points_total`` when it was full); the writer's
 ``points_sent_total``, ``points_spooled_total``, ``points_rejected_total{reason}``,
 ``points_dropped_spool_full_total``, ``writer_backlog_points``; and on disk ``spool_bytes`` and
 ``journal_bytes``; ``loop_overdue_seconds``.
@@ -103,6 +104,11 @@ class AgentMetrics:
         failures = CounterMetricFamily(
             "reflex_agent_collector_failures", "Runs that raised.", labels=["collector"]
         )
+        cpu = CounterMetricFamily(
+            "reflex_agent_collector_cpu_seconds",
+            "CPU time of the runs on the agent's thread, user and system.",
+            labels=["collector"],
+        )
         rejected = CounterMetricFamily(
             "reflex_agent_collector_rejected",
             "Records refused: points that broke the schema, garbled source reads.",
@@ -111,9 +117,10 @@ class AgentMetrics:
         for state in self.agent.states:
             name = [state.collector.name]
             runs.add_metric(name, state.runs)
+            cpu.add_metric(name, state.cpu_seconds)
             failures.add_metric(name, state.failures)
             rejected.add_metric(name, state.rejected + _garbled_reads(state.collector))
-        yield from (runs, failures, rejected)
+        yield from (runs, cpu, failures, rejected)
 
     def _writer_metrics(self) -> Iterator[Metric]:
         writer: Any = getattr(self.sink, "writer", None)

@@ -6,6 +6,15 @@ its field absent. A GPU answering GpuIsLost yields one ``event`` (kind=gpu_lost)
 first lost, and the other GPUs are collected as usual. Without a driver the collector raises
 HardwareAbsent, which the agent counts as success.
 
+What it costs (issue 39: real NVML took 4-4.4 ms of CPU per cycle for one H200, each call an
+ioctl into the driver): the fast values (utilization, memory, clocks, power and its limit,
+temperatures, throttle reasons) are read every run; the slow ones (ECC, retired pages,
+remapped rows, PCIe generation, width and replays, maximum clocks, the slowdown threshold,
+active NVLinks) every ``slow_every``-th run, and repeated from that read in between, so every
+``gpu`` point has the same fields. The slow counters come in one ``nvmlDeviceGetFieldValues``
+call where the driver has it (:data:`SLOW_FIELDS`), else one call each. The driver version is
+read with the identities.
+
 XIDs come from an NVML event set watched by :class:`XidWatcher` in a thread of its own, so
 each one is written when it happens rather than at the next interval.
 
@@ -23,6 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from reflex_localize.collectors import nvml_api as fi
 from reflex_localize.collectors.base import Emit, HardwareAbsent, SystemClock, base_tags
 from reflex_localize.collectors.nvml_api import (
     Nvml,
@@ -129,47 +139,94 @@ def read_identity(nvml: Nvml, gpu: int, driver_version: str | None) -> GpuIdenti
 
 
 def read_sample(nvml: Nvml, gpu: int, nvlinks: list[int]) -> GpuSample:
+    """Every value of one GPU, one call each (the fast and the slow ones)."""
+    return GpuSample(**read_fast(nvml, gpu), **read_slow(nvml, gpu, nvlinks, batched=False))
+
+
+def read_fast(nvml: Nvml, gpu: int) -> dict[str, Any]:
+    """The values read every run: they follow the workload and the clocks' faults."""
     utilization = optional(nvml.utilization, gpu)
     memory = optional(nvml.memory, gpu)
-    remapped = optional(nvml.remapped_rows, gpu)
+    return {
+        "utilization_gpu_ratio": utilization[0] / 100 if utilization else None,
+        "utilization_memory_ratio": utilization[1] / 100 if utilization else None,
+        "memory_used_bytes": memory[0] if memory else None,
+        "memory_total_bytes": memory[1] if memory else None,
+        "sm_clock_mhz": optional(nvml.clock_mhz, gpu, "sm"),
+        "memory_clock_mhz": optional(nvml.clock_mhz, gpu, "mem"),
+        "power_watts": _scaled(optional(nvml.power_mw, gpu), 1000),  # NVML reports milliwatts
+        "power_limit_watts": _scaled(optional(nvml.power_limit_mw, gpu), 1000),
+        "temperature_celsius": optional(nvml.temperature, gpu),
+        "memory_temperature_celsius": optional(nvml.memory_temperature, gpu),
+        "clocks_event_reasons": optional(nvml.clocks_event_reasons, gpu),
+    }
+
+
+# GpuSample field <- nvmlDeviceGetFieldValues field id; booleans answer 0/1.
+SLOW_FIELDS = {
+    "ecc_corrected_volatile": fi.FI_ECC_SBE_VOL_TOTAL,
+    "ecc_uncorrected_volatile": fi.FI_ECC_DBE_VOL_TOTAL,
+    "ecc_corrected_aggregate_total": fi.FI_ECC_SBE_AGG_TOTAL,
+    "ecc_uncorrected_aggregate_total": fi.FI_ECC_DBE_AGG_TOTAL,
+    "retired_pages_sbe": fi.FI_RETIRED_SBE,
+    "retired_pages_dbe": fi.FI_RETIRED_DBE,
+    "retired_pages_pending": fi.FI_RETIRED_PENDING,
+    "remapped_rows_correctable": fi.FI_REMAPPED_COR,
+    "remapped_rows_uncorrectable": fi.FI_REMAPPED_UNC,
+    "remapped_rows_pending": fi.FI_REMAPPED_PENDING,
+    "remapped_rows_failure": fi.FI_REMAPPED_FAILURE,
+    "pcie_replay_errors": fi.FI_PCIE_REPLAY_COUNTER,
+}
+_FLAGS = {"retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure"}
+
+
+def read_slow(nvml: Nvml, gpu: int, nvlinks: list[int], *, batched: bool) -> dict[str, Any]:
+    """The values read every ``slow_every``-th run: counters, link state, limits. With
+    ``batched``, the counters in one field-values call (raises NvmlNotSupported without it)."""
+    counters = read_counters_batched(nvml, gpu) if batched else read_counters(nvml, gpu)
     active_links = [link for link in nvlinks if optional(nvml.nvlink_active, gpu, link)]
-    return GpuSample(
-        utilization_gpu_ratio=utilization[0] / 100 if utilization else None,
-        utilization_memory_ratio=utilization[1] / 100 if utilization else None,
-        memory_used_bytes=memory[0] if memory else None,
-        memory_total_bytes=memory[1] if memory else None,
-        sm_clock_mhz=optional(nvml.clock_mhz, gpu, "sm"),
-        sm_clock_max_mhz=optional(nvml.clock_mhz, gpu, "sm", maximum=True),
-        memory_clock_mhz=optional(nvml.clock_mhz, gpu, "mem"),
-        memory_clock_max_mhz=optional(nvml.clock_mhz, gpu, "mem", maximum=True),
-        power_watts=_scaled(optional(nvml.power_mw, gpu), 1000),  # NVML reports milliwatts
-        power_limit_watts=_scaled(optional(nvml.power_limit_mw, gpu), 1000),
-        temperature_celsius=optional(nvml.temperature, gpu),
-        temperature_slowdown_celsius=optional(nvml.temperature_slowdown, gpu),
-        memory_temperature_celsius=optional(nvml.memory_temperature, gpu),
-        clocks_event_reasons=optional(nvml.clocks_event_reasons, gpu),
-        ecc_corrected_volatile=optional(nvml.ecc_errors, gpu, corrected=True, volatile=True),
-        ecc_uncorrected_volatile=optional(nvml.ecc_errors, gpu, corrected=False, volatile=True),
-        ecc_corrected_aggregate_total=optional(
+    return {
+        **counters,
+        "sm_clock_max_mhz": optional(nvml.clock_mhz, gpu, "sm", maximum=True),
+        "memory_clock_max_mhz": optional(nvml.clock_mhz, gpu, "mem", maximum=True),
+        "temperature_slowdown_celsius": optional(nvml.temperature_slowdown, gpu),
+        "pcie_link_gen": optional(nvml.pcie_link_gen, gpu),
+        "pcie_link_gen_max": optional(nvml.pcie_link_gen, gpu, maximum=True),
+        "pcie_link_width": optional(nvml.pcie_link_width, gpu),
+        "pcie_link_width_max": optional(nvml.pcie_link_width, gpu, maximum=True),
+        "nvlink_active_links": len(active_links) if nvlinks else None,
+    }
+
+
+def read_counters_batched(nvml: Nvml, gpu: int) -> dict[str, Any]:
+    values = nvml.field_values(gpu, list(SLOW_FIELDS.values()))
+    return {
+        name: bool(value) if name in _FLAGS and value is not None else value
+        for name, value in zip(SLOW_FIELDS, values, strict=True)
+    }
+
+
+def read_counters(nvml: Nvml, gpu: int) -> dict[str, Any]:
+    """The same counters one call each (drivers without nvmlDeviceGetFieldValues)."""
+    remapped = optional(nvml.remapped_rows, gpu)
+    return {
+        "ecc_corrected_volatile": optional(nvml.ecc_errors, gpu, corrected=True, volatile=True),
+        "ecc_uncorrected_volatile": optional(nvml.ecc_errors, gpu, corrected=False, volatile=True),
+        "ecc_corrected_aggregate_total": optional(
             nvml.ecc_errors, gpu, corrected=True, volatile=False
         ),
-        ecc_uncorrected_aggregate_total=optional(
+        "ecc_uncorrected_aggregate_total": optional(
             nvml.ecc_errors, gpu, corrected=False, volatile=False
         ),
-        retired_pages_sbe=optional(nvml.retired_pages, gpu, double_bit=False),
-        retired_pages_dbe=optional(nvml.retired_pages, gpu, double_bit=True),
-        retired_pages_pending=optional(nvml.retired_pages_pending, gpu),
-        remapped_rows_correctable=remapped[0] if remapped else None,
-        remapped_rows_uncorrectable=remapped[1] if remapped else None,
-        remapped_rows_pending=remapped[2] if remapped else None,
-        remapped_rows_failure=remapped[3] if remapped else None,
-        pcie_link_gen=optional(nvml.pcie_link_gen, gpu),
-        pcie_link_gen_max=optional(nvml.pcie_link_gen, gpu, maximum=True),
-        pcie_link_width=optional(nvml.pcie_link_width, gpu),
-        pcie_link_width_max=optional(nvml.pcie_link_width, gpu, maximum=True),
-        pcie_replay_errors=optional(nvml.pcie_replay_counter, gpu),
-        nvlink_active_links=len(active_links) if nvlinks else None,
-    )
+        "retired_pages_sbe": optional(nvml.retired_pages, gpu, double_bit=False),
+        "retired_pages_dbe": optional(nvml.retired_pages, gpu, double_bit=True),
+        "retired_pages_pending": optional(nvml.retired_pages_pending, gpu),
+        "remapped_rows_correctable": remapped[0] if remapped else None,
+        "remapped_rows_uncorrectable": remapped[1] if remapped else None,
+        "remapped_rows_pending": remapped[2] if remapped else None,
+        "remapped_rows_failure": remapped[3] if remapped else None,
+        "pcie_replay_errors": optional(nvml.pcie_replay_counter, gpu),
+    }
 
 
 def discover_nvlinks(nvml: Nvml, gpu: int) -> list[int]:
@@ -210,9 +267,15 @@ class GpuCollector:
         interval_s: float = 1.0,
         nvlink_interval_s: float = 10.0,
         info_interval_s: float = 300.0,
+        slow_every: int = 10,
     ) -> None:
         self.nvml: Nvml = nvml if nvml is not None else PynvmlApi()
         self.interval_s = interval_s
+        self.slow_every = max(1, slow_every)
+        self._runs = 0
+        self._slow: dict[int, dict[str, Any]] = {}  # per GPU: its last slow read
+        self._batched: dict[int, bool] = {}  # per GPU: field values work (False: one by one)
+        self._driver: str | None = None
         self.nvlink_interval_s = nvlink_interval_s
         self.info_interval_s = info_interval_s
         self._tags = base_tags(cluster, node)
@@ -242,10 +305,14 @@ class GpuCollector:
             self._identities.clear()
         if nvlink_due:
             self._next_nvlink_ns = now_ns + round(self.nvlink_interval_s * 1e9)
-        driver = optional(self.nvml.driver_version)
+        if info_due:
+            self._driver = optional(self.nvml.driver_version)
+        slow_due = self._runs % self.slow_every == 0
+        self._runs += 1
         for gpu in range(self.nvml.device_count()):
             try:
-                yield from self._collect_gpu(gpu, driver, now_ns, info_due, nvlink_due)
+                yield from self._collect_gpu(gpu, self._driver, now_ns, info_due, nvlink_due,
+                                             slow_due)  # fmt: skip
             except NvmlGpuLost as error:
                 if gpu not in self._lost:
                     self._lost.add(gpu)
@@ -254,12 +321,20 @@ class GpuCollector:
                 self._lost.discard(gpu)
 
     def _collect_gpu(
-        self, gpu: int, driver: str | None, now_ns: int, info_due: bool, nvlink_due: bool
+        self,
+        gpu: int,
+        driver: str | None,
+        now_ns: int,
+        info_due: bool,
+        nvlink_due: bool,
+        slow_due: bool,
     ) -> Iterator[Point]:
         identity = self._identity(gpu, driver)
         if gpu not in self._nvlinks:
             self._nvlinks[gpu] = discover_nvlinks(self.nvml, gpu)
-        sample = read_sample(self.nvml, gpu, self._nvlinks[gpu])
+        if slow_due or gpu not in self._slow:
+            self._slow[gpu] = self._read_slow(gpu)
+        sample = GpuSample(**read_fast(self.nvml, gpu), **self._slow[gpu])
         tags = {**self._tags, "gpu": str(gpu), "profile": identity.profile}
         points = [Point("gpu", tags, present(asdict(sample)), now_ns)]
         if info_due:
@@ -275,6 +350,16 @@ class GpuCollector:
         # Points are yielded only once the whole GPU has answered, so a GPU lost halfway
         # gives a gpu_lost event and no half-read state.
         yield from (point for point in points if point.fields)
+
+    def _read_slow(self, gpu: int) -> dict[str, Any]:
+        if self._batched.get(gpu, True):
+            try:
+                slow = read_slow(self.nvml, gpu, self._nvlinks[gpu], batched=True)
+                self._batched[gpu] = True
+                return slow
+            except NvmlNotSupported:  # a driver without nvmlDeviceGetFieldValues
+                self._batched[gpu] = False
+        return read_slow(self.nvml, gpu, self._nvlinks[gpu], batched=False)
 
     def _identity(self, gpu: int, driver: str | None) -> GpuIdentity:
         if gpu not in self._identities:

@@ -27,6 +27,23 @@ from typing import Any, Literal, Protocol, TypeVar
 T = TypeVar("T")
 ClockDomain = Literal["sm", "mem"]
 NvlinkCounter = Literal["crc_flit", "crc_data", "replay", "recovery"]
+FieldValue = int | float | None  # one answer of nvmlDeviceGetFieldValues; None: not supported
+
+# Field ids of nvmlDeviceGetFieldValues (nvml.h NVML_FI_DEV_*; part of NVML's ABI), for the
+# counters read in one call. ECC totals and retired pages since R384, remapped rows since R460.
+FI_ECC_SBE_VOL_TOTAL = 3
+FI_ECC_DBE_VOL_TOTAL = 4
+FI_ECC_SBE_AGG_TOTAL = 5
+FI_ECC_DBE_AGG_TOTAL = 6
+FI_RETIRED_SBE = 29
+FI_RETIRED_DBE = 30
+FI_RETIRED_PENDING = 31
+FI_MEMORY_TEMP = 82
+FI_PCIE_REPLAY_COUNTER = 94
+FI_REMAPPED_COR = 142
+FI_REMAPPED_UNC = 143
+FI_REMAPPED_PENDING = 144
+FI_REMAPPED_FAILURE = 145
 
 
 class NvmlError(Exception):
@@ -76,6 +93,7 @@ class Nvml(Protocol):
     def pcie_link_gen(self, gpu: int, *, maximum: bool = False) -> int: ...
     def pcie_link_width(self, gpu: int, *, maximum: bool = False) -> int: ...
     def pcie_replay_counter(self, gpu: int) -> int: ...
+    def field_values(self, gpu: int, field_ids: Sequence[int]) -> list[FieldValue]: ...
     def nvlink_max_links(self) -> int: ...
     def nvlink_active(self, gpu: int, link: int) -> bool: ...
     def nvlink_errors(self, gpu: int, link: int, counter: NvlinkCounter) -> int: ...
@@ -85,6 +103,19 @@ class Nvml(Protocol):
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# nvmlValueType_t -> the member of the nvmlValue_t union that holds the answer
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal",
+                  6: "usVal"}  # fmt: skip
+
+
+def _field_value(answer: Any) -> FieldValue:
+    member = _VALUE_MEMBERS.get(int(answer.valueType))
+    if member is None:
+        raise NvmlError(f"field {answer.fieldId}: unknown value type {answer.valueType}")
+    value = getattr(answer.value, member)
+    return float(value) if member == "dVal" else int(value)
 
 
 class PynvmlApi:
@@ -189,12 +220,24 @@ class PynvmlApi:
 
     def memory_temperature(self, gpu: int) -> float:
         # HBM temperature exists only as a field value (NVML_FI_DEV_MEMORY_TEMP).
-        (value,) = self._device("nvmlDeviceGetFieldValues", gpu, [self._nv.NVML_FI_DEV_MEMORY_TEMP])
-        if value.nvmlReturn == self._nv.NVML_ERROR_NOT_SUPPORTED:
+        (value,) = self.field_values(gpu, [FI_MEMORY_TEMP])
+        if value is None:
             raise NvmlNotSupported("memory temperature")
-        if value.nvmlReturn != self._nv.NVML_SUCCESS:
-            raise NvmlError(f"field value NVML_FI_DEV_MEMORY_TEMP: return {value.nvmlReturn}")
-        return float(value.value.uiVal)
+        return float(value)
+
+    def field_values(self, gpu: int, field_ids: Sequence[int]) -> list[FieldValue]:
+        """Many counters of one GPU in one call (``nvmlDeviceGetFieldValues``, as DCGM reads
+        them). A field this GPU or driver lacks answers None; a driver without the call raises
+        NvmlNotSupported (FunctionNotFound), and the collector reads each value on its own."""
+        nv = self._nv
+        answers = self._device("nvmlDeviceGetFieldValues", gpu, list(field_ids))
+        values: list[FieldValue] = []
+        for answer in answers:
+            if answer.nvmlReturn == nv.NVML_ERROR_GPU_IS_LOST:
+                raise NvmlGpuLost(f"field {answer.fieldId}")
+            ok = answer.nvmlReturn == nv.NVML_SUCCESS
+            values.append(_field_value(answer) if ok else None)
+        return values
 
     def clocks_event_reasons(self, gpu: int) -> int:
         return int(self._device("nvmlDeviceGetCurrentClocksEventReasons", gpu))

@@ -1,8 +1,16 @@
 """A fake NVML obeying :class:`collectors.nvml_api.Nvml`, for tests, benchmarks and the demo.
 
 Each GPU answers from a :class:`FakeGpu`. Name a method in ``unsupported`` to make it raise
-NotSupported, set ``lost`` to make every call raise GpuIsLost, and ``push_xid`` to queue an
-XID event for ``wait_xid``. Values imitate an 8 x H100 SXM5 node.
+NotSupported (``field_values`` too: a driver without the call), set ``lost`` to make every call
+raise GpuIsLost, and ``push_xid`` to queue an XID event for ``wait_xid``. Values imitate an
+8 x H100 SXM5 node. ``field_values`` answers from the same values (a field whose method is
+unsupported answers None), unless ``field_answers`` holds what a real driver said
+(:mod:`collectors.nvml_recorded`).
+
+``call_cost_s`` makes each call spend that much CPU time, as a real NVML call does in the
+driver's ioctl (issue 39: about 4.2 ms per cycle for one H200's ~25 calls): benchmarks then
+show what fewer calls save. One ``field_values`` call costs ``call_cost_s`` plus a tenth of it
+per field (an assumption, to be replaced by ``benchmarks/real_gpu_check.py``'s measurement).
 
 >>> nvml = FakeNvml.h100_node(gpus=2)
 >>> nvml.init(); nvml.device_count(), nvml.name(0)
@@ -17,11 +25,14 @@ reflex_localize.collectors.nvml_api.NvmlNotSupported: memory_temperature
 from __future__ import annotations
 
 import queue
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from reflex_localize.collectors import nvml_api as fi
 from reflex_localize.collectors.nvml_api import (
     ClockDomain,
+    FieldValue,
     NvlinkCounter,
     NvmlGpuLost,
     NvmlNotSupported,
@@ -63,6 +74,7 @@ class FakeGpu:
         default_factory=lambda: {"retired_pages", "retired_pages_pending"}
     )
     lost: bool = False
+    field_answers: dict[int, FieldValue] = field(default_factory=dict)  # recorded, by field id
 
     @property
     def uuid(self) -> str:
@@ -75,12 +87,33 @@ class FakeGpu:
         )
 
 
+# Field id -> (the method that reads the same value on its own, its value on a FakeGpu)
+_FIELDS: dict[int, tuple[str, Callable[[FakeGpu], FieldValue]]] = {
+    fi.FI_ECC_SBE_VOL_TOTAL: ("ecc_errors", lambda gpu: gpu.ecc[(True, True)]),
+    fi.FI_ECC_DBE_VOL_TOTAL: ("ecc_errors", lambda gpu: gpu.ecc[(False, True)]),
+    fi.FI_ECC_SBE_AGG_TOTAL: ("ecc_errors", lambda gpu: gpu.ecc[(True, False)]),
+    fi.FI_ECC_DBE_AGG_TOTAL: ("ecc_errors", lambda gpu: gpu.ecc[(False, False)]),
+    fi.FI_RETIRED_SBE: ("retired_pages", lambda gpu: 0),
+    fi.FI_RETIRED_DBE: ("retired_pages", lambda gpu: 0),
+    fi.FI_RETIRED_PENDING: ("retired_pages_pending", lambda gpu: 0),
+    fi.FI_MEMORY_TEMP: ("memory_temperature", lambda gpu: int(gpu.memory_temperature)),
+    fi.FI_PCIE_REPLAY_COUNTER: ("pcie_replay_counter", lambda gpu: gpu.pcie_replays),
+    fi.FI_REMAPPED_COR: ("remapped_rows", lambda gpu: gpu.remapped_rows[0]),
+    fi.FI_REMAPPED_UNC: ("remapped_rows", lambda gpu: gpu.remapped_rows[1]),
+    fi.FI_REMAPPED_PENDING: ("remapped_rows", lambda gpu: int(gpu.remapped_rows[2])),
+    fi.FI_REMAPPED_FAILURE: ("remapped_rows", lambda gpu: int(gpu.remapped_rows[3])),
+}
+
+
 class FakeNvml:
     """See the module docstring."""
 
-    def __init__(self, gpus: Sequence[FakeGpu], *, available: bool = True) -> None:
+    def __init__(
+        self, gpus: Sequence[FakeGpu], *, available: bool = True, call_cost_s: float = 0.0
+    ) -> None:
         self.gpus = list(gpus)
         self.available = available
+        self.call_cost_s = call_cost_s
         self.calls = 0
         self.xids: queue.Queue[XidEvent] = queue.Queue()
         self._registered: list[int] = []
@@ -92,8 +125,15 @@ class FakeNvml:
     def push_xid(self, gpu: int, xid: int) -> None:
         self.xids.put(XidEvent(gpu, xid))
 
-    def _gpu(self, gpu: int, method: str) -> FakeGpu:
+    def _spend(self, calls: float = 1.0) -> None:
         self.calls += 1
+        if self.call_cost_s:
+            until = time.thread_time() + self.call_cost_s * calls
+            while time.thread_time() < until:
+                pass
+
+    def _gpu(self, gpu: int, method: str, cost: float = 1.0) -> FakeGpu:
+        self._spend(cost)
         state = self.gpus[gpu]
         if state.lost:
             raise NvmlGpuLost(f"GPU {gpu} is lost")
@@ -109,6 +149,7 @@ class FakeNvml:
         pass
 
     def driver_version(self) -> str:
+        self._spend()
         return "550.90.07"
 
     def device_count(self) -> int:
@@ -176,6 +217,19 @@ class FakeNvml:
 
     def pcie_replay_counter(self, gpu: int) -> int:
         return self._gpu(gpu, "pcie_replay_counter").pcie_replays
+
+    def field_values(self, gpu: int, field_ids: Sequence[int]) -> list[FieldValue]:
+        state = self._gpu(gpu, "field_values", 1 + 0.1 * len(field_ids))
+        return [self._field_value(state, field_id) for field_id in field_ids]
+
+    @staticmethod
+    def _field_value(state: FakeGpu, field_id: int) -> FieldValue:
+        if field_id in state.field_answers:
+            return state.field_answers[field_id]
+        if field_id not in _FIELDS:
+            return None
+        method, value = _FIELDS[field_id]
+        return None if method in state.unsupported else value(state)
 
     def nvlink_max_links(self) -> int:
         return 18

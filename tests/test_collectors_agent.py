@@ -72,6 +72,7 @@ def test_a_broken_collector_does_not_stop_the_others() -> None:
     assert metrics["good"]["success"] is True and good.runs == 1
     assert metrics["absent"] == {
         "duration_seconds": metrics["absent"]["duration_seconds"],
+        "cpu_seconds": metrics["absent"]["cpu_seconds"],
         "success": True,
         "points": 0,
         "errors": 0,

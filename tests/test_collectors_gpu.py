@@ -128,3 +128,69 @@ def test_real_pynvml_without_a_driver_reports_unavailable() -> None:
     else:  # pragma: no cover - a machine with an NVIDIA driver
         points = list(GpuCollector("c1", "n1", nvml=api).collect(T0))
         assert by_measurement(points, "gpu")
+
+
+# -- what a cycle costs (issue 39) -----------------------------------------------------------
+
+
+def cycle_calls(collector: GpuCollector, nvml: FakeNvml, cycles: int) -> list[int]:
+    calls = []
+    for cycle in range(cycles):
+        before = nvml.calls
+        list(collector.collect(T0 + cycle * 10**9))
+        calls.append(nvml.calls - before)
+    return calls
+
+
+def test_slow_counters_are_read_every_tenth_run_in_one_call() -> None:
+    nvml = FakeNvml.h100_node(gpus=1)
+    collector = GpuCollector("c1", "n1", nvml=nvml, nvlink_interval_s=3600, info_interval_s=3600)
+    calls = cycle_calls(collector, nvml, 21)
+    fast = calls[1]
+    assert calls[1:10] == [fast] * 9 and calls[11:20] == [fast] * 9
+    assert fast == 9, "utilization, memory, 2 clocks, power, its limit, 2 temperatures, reasons"
+    # every 10th: one field-values call for 12 counters, 7 more values, 18 NVLink states
+    assert calls[10] == calls[20] == fast + 1 + 7 + 18
+
+
+def test_between_slow_reads_the_last_values_are_repeated() -> None:
+    nvml = FakeNvml.h100_node(gpus=1)
+    collector = GpuCollector("c1", "n1", nvml=nvml, slow_every=10)
+    first = by_measurement(list(collector.collect(T0)), "gpu")[0].fields
+    nvml.gpus[0].ecc[(False, True)] = 2  # an uncorrected error, counted by the driver
+    nvml.gpus[0].clocks["sm"] = 900  # a fast value: seen at once
+    later = [by_measurement(list(collector.collect(T0 + i * 10**9)), "gpu")[0].fields
+             for i in range(1, 11)]  # fmt: skip
+    assert all(set(fields) == set(first) for fields in later), "every point has every field"
+    assert later[0]["sm_clock_mhz"] == 900 and later[0]["ecc_uncorrected_volatile"] == 0
+    assert later[9]["ecc_uncorrected_volatile"] == 2, "within 10 runs"
+
+
+def test_batched_and_one_by_one_reads_agree() -> None:
+    """The same GPU read through field values and through one call per value; a driver
+    without nvmlDeviceGetFieldValues gets the second."""
+    batched = FakeNvml.h100_node(gpus=1)
+    old_driver = FakeNvml.h100_node(gpus=1)
+    old_driver.gpus[0].unsupported.add("field_values")
+    old_driver.gpus[0].unsupported.add("memory_temperature")  # a field value too
+    for nvml in (batched, old_driver):
+        nvml.gpus[0].remapped_rows = (3, 0, True, False)
+        nvml.gpus[0].pcie_replays = 7
+    (a,) = by_measurement(list(GpuCollector("c1", "n1", nvml=batched).collect(T0)), "gpu")
+    (b,) = by_measurement(list(GpuCollector("c1", "n1", nvml=old_driver).collect(T0)), "gpu")
+    fields = dict(a.fields)
+    assert fields.pop("memory_temperature_celsius") == 70.0
+    assert fields == b.fields
+    assert b.fields["remapped_rows_pending"] is True and b.fields["pcie_replay_errors"] == 7
+    assert "retired_pages_sbe" not in a.fields, "not supported: absent in both ways"
+
+
+def test_the_agent_reports_cpu_time_per_run() -> None:
+    nvml = FakeNvml.h100_node(gpus=2)
+    nvml.call_cost_s = 0.0002  # each NVML call spends CPU, as an ioctl does
+    agent = Agent([GpuCollector("c1", "n1", nvml=nvml)], lambda points: None,
+                  cluster="c1", node="n1")  # fmt: skip
+    (metric,) = [p for p in agent.run_once() if p.measurement == "reflex_collector"]
+    cpu = float(metric.fields["cpu_seconds"])
+    assert cpu >= nvml.calls * 0.0002 * 0.9
+    assert agent.states[0].cpu_seconds == cpu
