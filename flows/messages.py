@@ -97,7 +97,7 @@ def infer_gpus(members: dict[int, RankInfo]) -> dict[int, RankInfo]:
 
 
 @dataclass
-class StepRows:
+class StepRows(FieldsFilledOnRestore):  # a snapshot's pending windows may predate a column
     """Training steps of one job's ranks on one shard in one window, as columns."""
 
     rank: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -110,6 +110,9 @@ class StepRows:
     checkpoint: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # The rank's training loss, where the hook reports it (else NaN): SDC's only trace.
     loss: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # The node each row came from ("" where unknown): a rank's steps count only from the
+    # node its membership placed it on (flows/judge/rank_placement.py).
+    node: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
 
 
 @dataclass

@@ -13,7 +13,7 @@ import pytest
 from xid79_capture import xid79_chunks
 
 from reflex_localize.flows.io.sources import LineProtocolSource
-from reflex_localize.flows.judge import shard_step
+from reflex_localize.flows.judge import job_step
 from reflex_localize.flows.runner import RunResult, run_in_process
 
 RANK_43 = re.compile(r"^train_step,cluster=sim,job=train,node=node-0006,rank=43 ")
@@ -42,13 +42,16 @@ def test_steps_claiming_another_node_s_rank_are_refused_and_counted(tmp_path: Pa
     told = [(e.trigger, e.severity, e.top and (e.top.node, e.top.index)) for e in result.events]
     assert told == [("explicit", "critical", ("node-0006", "3"))]
     refused = [e for e in result.errors if e.reason == "rank_on_other_node"]
-    assert refused and all("train rank 43" in e.detail and "node-0001" in e.detail for e in refused)
+    assert refused and all(
+        e.detail.startswith("train rank 43 (placed on node-0006)") and "from node-0001" in e.detail
+        for e in refused
+    )
 
 
 def test_taken_as_they_come_the_claimed_steps_blamed_a_healthy_replica(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What the check changes: the same replay with every step row taken."""
-    monkeypatch.setattr(shard_step, "placed_steps", lambda frames, members: (frames, []))
+    monkeypatch.setattr(job_step, "placed_rows", lambda job, steps, members: (steps, []))
     triggers = [e.trigger for e in _replay(tmp_path).events]
     assert "loss_divergence" in triggers

@@ -7,7 +7,7 @@ window order, so that one process or many produce the same events.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from reflex_localize.flows.judge.job_fields import (
     default_weights,
 )
 from reflex_localize.flows.judge.job_triggers import JobTriggers
+from reflex_localize.flows.judge.rank_placement import placed_rows
 from reflex_localize.flows.judge.thresholds import threshold_events
 from reflex_localize.flows.messages import ErrorRecord, JobWindow, infer_gpus, shard_of
 from reflex_localize.flows.signals.derive import SIGNAL_NAMES
@@ -98,6 +99,12 @@ class JobState(JobTriggers):
     def _process(self, window: int, parts: list[JobWindow]) -> list[tuple[str, object]]:
         self.last_done = window
         parts.sort(key=lambda p: p.shard)
+        refused: list[tuple[str, object]] = []
+        for i, part in enumerate(parts):
+            steps, errors = placed_rows(self.job, part.steps, self.members)
+            if errors:
+                parts[i] = replace(part, steps=steps)
+                refused.extend(("error", error) for error in errors)
         end_ns = max(p.end_ns for p in parts)
         entities = np.concatenate([p.entities for p in parts])
         values = (
@@ -176,7 +183,7 @@ class JobState(JobTriggers):
         self.corrected.update(keys, np.array([corrected[k] for k in keys.tolist()]))
         if self.config.mode == "reflex":
             self._observe_scores(entities)
-        out: list[tuple[str, object]] = [("points", self._score_points(end_ns))]
+        out: list[tuple[str, object]] = [*refused, ("points", self._score_points(end_ns))]
         self.recent_events = [
             e for e in self.recent_events + events if e.time_ns >= end_ns - 300 * 10**9
         ]

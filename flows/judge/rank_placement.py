@@ -1,83 +1,57 @@
-"""A rank's training steps come from the node its membership placed it on, or not at all.
+"""A rank's training steps count only from the node its membership placed it on.
 
 Any process on a node can write to its agent's hook, and a line-protocol file or a push
 stream can carry anything: one ``train_step`` claiming another node's rank, with ``loss=50``,
-raised a false corruption warning against that node. So a step row whose job has placed ranks
-on the row's node, but not this rank, is refused: counted and reported once a window per job,
-node and rank, never evidence. A node with no membership for the job (a hook that sends no
-membership) is not judged this way: nothing says where its ranks are.
+raised a false corruption warning against that rank's replica. So a step row from a node
+other than its rank's is refused: counted and reported once a window per rank and node, never
+evidence. A rank whose membership is not known (a hook that sends none, a membership line
+lost) is not judged this way: nothing says where it runs.
 
 >>> import numpy as np
->>> from reflex_localize.flows.messages import RankInfo
->>> from reflex_localize.schemas.frame import Frame
->>> members = {"j": {r: RankInfo(r, n, 0, r, 0, 0, 1, "") for r, n in ((0, "n1"), (1, "n2"))}}
->>> steps = Frame("train_step", np.arange(3), {"job": np.array(["j"] * 3, dtype=object),
-...     "node": np.array(["n1", "n1", "n3"], dtype=object),
-...     "rank": np.array(["0", "1", "1"], dtype=object)}, {"step": np.arange(3)})
->>> kept, refused = placed_steps([steps], members)
->>> len(kept[0]), [r.detail for r in refused]
-(2, ['j rank 1: 1 step rows from n1, where the job placed ranks 0, not it'])
+>>> from reflex_localize.flows.messages import RankInfo, StepRows
+>>> members = {r: RankInfo(r, n, 0, r, 0, 0, 1, "") for r, n in ((0, "n1"), (1, "n2"))}
+>>> steps = StepRows(rank=np.array([0, 1, 1, 2]), step=np.arange(4), step_time=np.ones(4),
+...     compute=np.ones(4), comm=np.ones(4), time_ns=np.arange(4), checkpoint=np.ones(4),
+...     loss=np.ones(4), node=np.array(["n1", "n2", "n1", "n1"], dtype=object))
+>>> kept, refused = placed_rows("j", steps, members)
+>>> kept.rank.tolist(), [r.detail for r in refused]
+([0, 1, 2], ['j rank 1 (placed on n2): 1 step rows from n1'])
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import numpy as np
 
-from reflex_localize.flows.messages import ErrorRecord, RankInfo
-from reflex_localize.schemas.frame import Frame
+from reflex_localize.flows.messages import ErrorRecord, RankInfo, StepRows
 
 REASON = "rank_on_other_node"
 
 
-def placed_steps(
-    frames: list[Frame], members: dict[str, dict[int, RankInfo]]
-) -> tuple[list[Frame], list[ErrorRecord]]:
-    """The step frames without rows of ranks placed elsewhere, and one error record per
-    (job, node, rank) refused in them."""
-    on_node: dict[tuple[str, str], set[int]] = {}
-    for job, ranks in members.items():
-        for rank, info in ranks.items():
-            on_node.setdefault((job, info.node), set()).add(rank)
-    if not on_node:
-        return frames, []
-    kept, refused = [], Counter[tuple[str, str, int]]()
-    for frame in frames:
-        if not {"job", "node", "rank"} <= frame.tags.keys():
-            kept.append(frame)
-            continue
-        ok = np.ones(len(frame), dtype=bool)
-        rows = zip(
-            frame.tags["job"].tolist(),
-            frame.tags["node"].tolist(),
-            frame.tags["rank"].tolist(),
-            strict=True,
-        )
-        for i, (job, node, rank) in enumerate(rows):
-            placed = on_node.get((job, node))
-            if placed is not None and _rank(rank) not in placed:
-                ok[i] = False
-                refused[(job, node, _rank(rank))] += 1
-        kept.append(frame if ok.all() else frame.take(ok))
+def placed_rows(
+    job: str, steps: StepRows, members: dict[int, RankInfo]
+) -> tuple[StepRows, list[ErrorRecord]]:
+    """The rows whose node is their rank's (or unknown), and one error record per rank and
+    node whose rows were refused."""
+    nodes = steps.node
+    if not members or len(nodes) != len(steps.rank) or not len(nodes):
+        return steps, []  # no membership, or rows from before the node column
+    placed = np.array(
+        [members[r].node if r in members else "" for r in steps.rank.tolist()], object
+    )
+    wrong = (placed != "") & (nodes != "") & (placed != nodes)
+    if not wrong.any():
+        return steps, []
+    refused = Counter(zip(steps.rank[wrong].tolist(), nodes[wrong].tolist(), strict=True))
     errors = [
         ErrorRecord(
             "membership",
             REASON,
-            f"{job} rank {rank}: {count} step rows from {node}, where the job placed ranks "
-            f"{_spans(on_node[(job, node)])}, not it",
+            f"{job} rank {rank} (placed on {members[rank].node}): {count} step rows from {node}",
         )
-        for (job, node, rank), count in sorted(refused.items())
+        for (rank, node), count in sorted(refused.items())
     ]
-    return kept, errors
-
-
-def _rank(text: object) -> int:
-    try:
-        return int(str(text))
-    except ValueError:
-        return -1
-
-
-def _spans(ranks: set[int]) -> str:
-    return ", ".join(map(str, sorted(ranks)[:8])) + (", ..." if len(ranks) > 8 else "")
+    kept = {f.name: getattr(steps, f.name)[~wrong] for f in dataclasses.fields(steps)}
+    return StepRows(**kept), errors

@@ -21,7 +21,6 @@ from reflex_localize.flows.incidents.node_memory import (
 )
 from reflex_localize.flows.judge.busy_clocks import BusyClocks, window_clocks
 from reflex_localize.flows.judge.detectors import LongitudinalBaseline
-from reflex_localize.flows.judge.rank_placement import placed_steps
 from reflex_localize.flows.messages import (
     ErrorRecord,
     ExplicitEvent,
@@ -152,9 +151,7 @@ class ShardState(FieldsFilledOnRestore):
         scales = self.baseline.scale(self.baseline.rows(keys, create=True))
         self._remember_deviations(signals.entities, temporal, batch.end_ns)
         events = self._events(by_measurement.get("event", []))
-        step_frames, misplaced = placed_steps(by_measurement.get("train_step", []), self.members)
-        out.extend(("error", error) for error in misplaced)
-        steps = _step_rows(step_frames)
+        steps = _step_rows(by_measurement.get("train_step", []))
         self._remember_straggling(steps, batch.end_ns)
         alive = _reporting_nodes(frames)  # whatever families a node sends
         entity_nodes = np.array(
@@ -388,8 +385,13 @@ class ShardState(FieldsFilledOnRestore):
                         meaning, severity, action = info.meaning, info.severity, info.action
                     else:
                         meaning, severity = f"XID {code}", "warning"
-                    seen = self.memory.note_xid(
-                        f"{node}|gpu|{index}", code, severity, point.time_ns
+                    # Only the driver's word (kernel log, NVML) goes on the GPU's record: the
+                    # hook's can be any process's, and would escalate an application XID.
+                    trusted = point.tags.get("source") != "training"
+                    seen = (
+                        self.memory.note_xid(f"{node}|gpu|{index}", code, severity, point.time_ns)
+                        if trusted
+                        else 0
                     )
                     if severity == "application" and seen >= REPEATS_THAT_MATTER:
                         # Repeated on one GPU (in this job or across jobs): the GPU's doing.
@@ -481,6 +483,7 @@ def _step_rows(frames: list[Frame]) -> dict[str, StepRows]:
                 time_ns=frame.time_ns[mask],
                 checkpoint=_col(f, "checkpoint_seconds", mask, n),
                 loss=_col(f, "loss", mask, n),
+                node=frame.tags["node"][mask] if "node" in frame.tags else np.full(n, "", object),
             )
             previous = by_job.get(job)
             by_job[job] = rows if previous is None else _concat(previous, rows)
@@ -504,6 +507,7 @@ def _concat(a: StepRows, b: StepRows) -> StepRows:
                 "time_ns",
                 "checkpoint",
                 "loss",
+                "node",
             )
         )
     )
