@@ -221,15 +221,18 @@ class PartFindings(IncidentTelling):
         in its collectives alike, so no rank's own times stand out, and the part's own fault
         signals are the evidence (a port trained down, retraining, erroring; a GPU's PCIe or
         NVLink down). Told when such evidence has held for 3 windows, stands above twice the
-        naming threshold, and the job spends a real share of its steps communicating."""
+        naming threshold, and the job spends a real share of its steps communicating. A port
+        that is no rail (storage, data loading, management) counts only on a departure from
+        its own history: what it has always been (a 25 GbE port beside 400 Gb/s rails) is no
+        fault, but a storage port that renegotiated down starves the ranks of their data."""
         held = end_ns - HOLD_WINDOWS * self.config.window_seconds * 1e9
         candidates = []
         for entity in self.fresh:
-            if self.book.nic_role.get(entity, RAIL) != RAIL:
-                continue  # a port that carries none of the job's collectives
+            rail = self.book.nic_role.get(entity, RAIL) == RAIL
             signals = [
                 e for e in self.book.notes(entity)
                 if e.signal in COMM_FAULTS and e.since_ns <= held and e.weight > 0
+                and (rail or _off_own_history(e))
             ]  # fmt: skip
             score = self.compound.get(entity)
             if signals and score >= self._bar(entity.split("|")[1], 2):
@@ -258,6 +261,8 @@ class PartFindings(IncidentTelling):
             label = f"the traffic of rank {', '.join(map(str, ranks)) or '?'}"
         elif ranks:
             label = f"the rail of ranks {', '.join(map(str, ranks))}"
+        elif self.book.nic_role.get(entity, RAIL) != RAIL:
+            label = "no rail: a storage, data or management port, below its own history"
         else:
             label = "a rail whose GPUs are unknown (no gpu_topology)"
         return self._lead_event(window, end_ns, "comm_straggler", finding, lead, rank_label=label)
@@ -301,3 +306,12 @@ class PartFindings(IncidentTelling):
             window, end_ns, "loss_divergence", finding, replica[0],
             rank_label=spans(ranks), suspects=replica,
         )  # fmt: skip
+
+
+def _off_own_history(evidence: Evidence) -> bool:
+    """The evidence stands off the part's own history, not only off its peers."""
+    return evidence.temporal_z is not None and abs(evidence.temporal_z) >= OWN_HISTORY_Z
+
+
+# Spreads off its own history at which a port that is no rail counts as changed.
+OWN_HISTORY_Z = 3.0

@@ -20,7 +20,7 @@ from reflex_localize.flows.incidents.node_memory import (
     NodeMemory,
 )
 from reflex_localize.flows.judge.busy_clocks import BusyClocks, window_clocks
-from reflex_localize.flows.judge.detectors import LongitudinalBaseline
+from reflex_localize.flows.judge.detectors import LongitudinalBaseline, peer_deviation
 from reflex_localize.flows.messages import (
     ErrorRecord,
     ExplicitEvent,
@@ -33,13 +33,14 @@ from reflex_localize.flows.signals.derive import (
     SIGNAL_NAMES,
     SIGNALS,
     CounterMemory,
+    WindowSignals,
     derive,
     factorize,
 )
 from reflex_localize.flows.signals.gpu_identity import GpuIdentity
 from reflex_localize.flows.signals.job_pause import WindowActivity
 from reflex_localize.flows.signals.visible_gpus import node_gpu, renumbered
-from reflex_localize.flows.signals.workload_state import entity_and_state, state_keys
+from reflex_localize.flows.signals.workload_state import Placement, entity_and_state, state_keys
 from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
 from reflex_localize.schemas.codec import Point
 from reflex_localize.schemas.contract import load_schema
@@ -145,9 +146,10 @@ class ShardState(FieldsFilledOnRestore):
             if profile:
                 self.node_profile[entity.split("|", 1)[0]] = profile
         activity = WindowActivity.of(by_measurement)  # idling and writing, for every job
-        keys = state_keys(signals.entities, activity)  # a baseline per workload state
+        # A baseline per workload state: where jobs run, else what the GPUs did.
+        keys = state_keys(signals.entities, activity, self._placement(activity))
         temporal = self.baseline.score_many(keys, signals.values)
-        self.baseline.learn_many(keys, signals.values)
+        self.baseline.learn_many(keys, signals.values, self._far_from_peers(signals))
         scales = self.baseline.scale(self.baseline.rows(keys, create=True))
         self._remember_deviations(signals.entities, temporal, batch.end_ns)
         events = self._events(by_measurement.get("event", []))
@@ -297,6 +299,32 @@ class ShardState(FieldsFilledOnRestore):
         for key in [k for k in self.renumbered if k[0] in ended]:
             del self.renumbered[key]
         return {job for job in ended if job in self.members}
+
+    def _far_from_peers(self, signals: WindowSignals) -> np.ndarray:
+        """Values far off the shard's other entities of their kind and model: not learned by
+        a baseline, so that a fault present from the start of a state (a new job's busy
+        windows) does not become that state's normal before the baseline is warm."""
+        kinds = np.array(
+            [f"{e.split('|')[1]}|{p}" for e, p in zip(
+                signals.entities.tolist(), signals.profiles.tolist(), strict=True)],
+            dtype=object,
+        )  # fmt: skip
+        z = peer_deviation(signals.values, kinds, FLOORS)
+        return np.nan_to_num(np.abs(z), nan=0.0) > self.baseline.protect
+
+    def _placement(self, activity: WindowActivity) -> Placement:
+        """Where the jobs of this shard's nodes run, and which of them write a checkpoint."""
+        placement = Placement()
+        for job, ranks in self.members.items():
+            nodes = {info.node for info in ranks.values()}
+            for info in ranks.values():
+                gpus = placement.gpus.setdefault(info.node, set())
+                if info.gpu >= 0:
+                    gpus.add(str(info.gpu))
+            paused = activity.paused_s(nodes, self.config.window_seconds, self._own_gpus(job))
+            if paused:
+                placement.checkpointing |= nodes
+        return placement
 
     def _own_gpus(self, job: str) -> dict[str, set[str]]:
         """node -> the job's GPUs there, for the nodes where every rank's GPU is known: a job

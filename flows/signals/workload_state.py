@@ -6,24 +6,33 @@ history; under load it is hot and fast like its peers, which is no anomaly. And 
 clock was locked low under load (1,500 -> 900 MHz) looks ordinary against a history that
 mixes idle windows (345 MHz) with busy ones. So each entity keeps one baseline per state:
 
-* ``busy``: at least half of the GPU's utilization samples in the window were computing;
-* ``checkpoint``: idle while its host wrote a checkpoint's worth of bytes out;
+* ``busy``: its node runs a job on it (the job's membership places a rank on the GPU, or on
+  the node when the GPU is not known); without membership, at least half of the GPU's
+  utilization samples in the window were computing;
+* ``checkpoint``: its job is writing a checkpoint (its GPUs idle while its hosts write);
 * ``idle``: the rest.
 
-A host's or port's state is its node's (most of its GPUs). An entity whose node sent no GPU
-utilization keeps one baseline for all states, as before.
+Membership comes first, so a fault that slows a rank's compute (a host under contention, a
+GPU stalling) does not move its parts out of ``busy`` and into a history where the fault looks
+ordinary. A host's or port's state is its node's. An entity of a node with neither membership
+nor GPU utilization keeps one baseline for all states. A state's baseline is born when the
+state first comes (a new job's busy windows); values far off the entity's peers are not
+learned while it warms up (``LongitudinalBaseline.learn_many``'s ``hold``), so a fault present
+from the job's first step does not become its normal.
 
 >>> import numpy as np
 >>> from reflex_localize.flows.signals.job_pause import WindowActivity
 >>> second = np.arange(10)
 >>> activity = WindowActivity(idle={"n1": {"0": (second, np.zeros(10), np.ones(10)),
 ...     "1": (second, np.ones(10), np.ones(10))}})
->>> state_keys(np.array(["n1|gpu|0", "n1|gpu|1", "n1|host|-", "n2|gpu|0"], dtype=object),
-...     activity).tolist()
-['n1|gpu|0~busy', 'n1|gpu|1~idle', 'n1|host|-~busy', 'n2|gpu|0']
+>>> entities = np.array(["n1|gpu|0", "n1|gpu|1", "n1|host|-", "n2|gpu|0", "n3|gpu|5"], dtype=object)
+>>> state_keys(entities, activity, Placement(gpus={"n3": {"5"}})).tolist()
+['n1|gpu|0~busy', 'n1|gpu|1~idle', 'n1|host|-~busy', 'n2|gpu|0', 'n3|gpu|5~busy']
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,9 +42,48 @@ BUSY, IDLE, CHECKPOINT = "busy", "idle", "checkpoint"
 STATE_MARK = "~"  # entity~state: the baseline key of an entity in one state
 
 
-def state_keys(entities: np.ndarray, activity: WindowActivity) -> np.ndarray:
+@dataclass
+class Placement:
+    """Where jobs run this window, from their membership: node -> the GPUs its jobs' ranks
+    run on (an empty set: the node's GPUs are not known, so all of them), and the nodes whose
+    job is writing a checkpoint."""
+
+    gpus: dict[str, set[str]] = field(default_factory=dict)
+    checkpointing: set[str] = field(default_factory=set)
+
+
+def state_keys(
+    entities: np.ndarray, activity: WindowActivity, placement: Placement | None = None
+) -> np.ndarray:
     """Each entity's baseline key this window: ``entity~state``, or the entity alone where
-    its node's GPUs sent no utilization."""
+    nothing tells its node's state."""
+    placement = placement or Placement()
+    gpu_state, node_state = _measured_states(activity)
+    for node, gpus in placement.gpus.items():
+        running = CHECKPOINT if node in placement.checkpointing else BUSY
+        node_state[node] = running
+        for gpu in gpus:
+            gpu_state[(node, gpu)] = running
+    if not node_state:
+        return entities
+    keys = []
+    for entity in entities.tolist():
+        node, component, index = entity.split("|")
+        state: str | None = None
+        if component == "gpu":
+            state = gpu_state.get((node, index))
+            if state is None and node in placement.gpus and not placement.gpus[node]:
+                state = node_state[node]  # a job on the node, its GPUs not known: all of them
+        else:
+            state = node_state.get(node)
+        keys.append(entity if state is None else f"{entity}{STATE_MARK}{state}")
+    return np.array(keys, dtype=object)
+
+
+def _measured_states(
+    activity: WindowActivity,
+) -> tuple[dict[tuple[str, str], str], dict[str, str]]:
+    """States from GPU utilization alone: (node, GPU) -> state, node -> state."""
     gpu_state: dict[tuple[str, str], str] = {}
     node_state: dict[str, str] = {}
     for node, gpus in activity.idle.items():
@@ -46,15 +94,7 @@ def state_keys(entities: np.ndarray, activity: WindowActivity) -> np.ndarray:
             busy += computing
             gpu_state[(node, gpu)] = BUSY if computing else (CHECKPOINT if writing else IDLE)
         node_state[node] = BUSY if 2 * busy >= len(gpus) else (CHECKPOINT if writing else IDLE)
-    if not node_state:
-        return entities
-    keys = []
-    for entity in entities.tolist():
-        node, component, index = entity.split("|")
-        state = gpu_state.get((node, index)) if component == "gpu" else None
-        state = state or node_state.get(node)
-        keys.append(entity if state is None else f"{entity}{STATE_MARK}{state}")
-    return np.array(keys, dtype=object)
+    return gpu_state, node_state
 
 
 def entity_and_state(key: str) -> tuple[str, str]:
