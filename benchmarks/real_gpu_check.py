@@ -9,10 +9,12 @@ Not part of ``make test``: it needs an NVIDIA GPU, its driver, PyTorch with CUDA
    a fixture for tests/fixtures/nvml/, see collectors/nvml_recorded.py);
 2. starts the agent, ``reflex collect --stdout``, into OUT/real.lp (its hook socket in OUT);
 3. trains a bf16 MLP on GPU ``--gpu`` with the training hook (``attach(optimizer)``, forward and
-   backward sections), one rank. The first minute alternates blocks of steps with and without
-   the hook (its overhead); every ``--check-every``-th step is also measured synchronized
-   (``torch.cuda.synchronize()`` around each section) to compare with the hook's CUDA-event
-   compute time of that step;
+   backward sections), one rank. The first ``--overhead-s`` alternate blocks of steps with and
+   without a hook (its overhead; a short job of its own); then job ``real-gpu-check`` runs with
+   the hook, and every ``--check-every``-th step also waits for the GPU at the end of each
+   section (``torch.cuda.synchronize()``), a wall-clock reference for the hook's CUDA-event
+   compute time of that step. Every step starts and ends with an idle GPU (synchronized), so
+   step times are the GPU's and the hook's CPU cost shows in them;
 4. at ``--fault-s`` slows that GPU for real: clocks locked at ``--lock-mhz`` (``nvidia-smi -lgc``)
    where permitted, else its power limit at its minimum, else a competing process on it; undone
    at the end;
@@ -41,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+JOB = "real-gpu-check"
 DETECT_WITHIN_S = 60.0
 ACCURACY_TOLERANCE = 0.10
 OVERHEAD_LIMIT = 0.01
@@ -49,7 +52,7 @@ COLLECTOR_TARGET = 0.005  # of one core, eight GPUs at 1 s
 
 @dataclass
 class TrainResult:
-    steps: int = 0
+    steps: int = 0  # of the measured job (after the overhead minute)
     fault: str = "none"
     fault_ns: int = 0
     step_s_before: list[float] = field(default_factory=list)
@@ -127,43 +130,51 @@ def train(args: argparse.Namespace, slowdown: Slowdown) -> TrainResult:
     model = torch.nn.Sequential(*layers).to(device, torch.bfloat16)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     data = torch.randn(args.batch, args.width, device=device, dtype=torch.bfloat16)
-    hook = TrainingHook(job="real-gpu-check", rank=0, world_size=1, local_rank=args.gpu)
-    result, hook_step, handles = TrainResult(), 0, hook.attach(optimizer)
-    forward, backward = hook.section("forward"), hook.section("backward")
-    began = time.monotonic()
-    while time.monotonic() - began < args.run_s:
-        elapsed = time.monotonic() - began
-        if not result.fault_ns and elapsed >= args.fault_s:
-            result.fault, result.fault_ns = slowdown.apply(), time.time_ns()
-            print(f"slowdown at {elapsed:.0f} s: {result.fault}", flush=True)
-        hooked = elapsed >= args.overhead_s or (result.steps // args.overhead_block) % 2 == 0
-        if hooked and not handles:  # the overhead minute: blocks with and without the hook
-            handles = hook.attach(optimizer)
-        elif not hooked and handles:
-            for handle in handles:
-                handle.remove()
-            handles = []
-        check = hooked and (hook_step + 1) % args.check_every == 0
+
+    def step(hook: TrainingHook | None, synchronized: bool = False) -> float:
+        """One step, timed from an idle GPU to an idle GPU; ``synchronized``: every section
+        waits for its kernels too (the reference for the hook's CUDA-event times)."""
+        forward = hook.section("forward") if hook else nullcontext()
+        backward = hook.section("backward") if hook else nullcontext()
         torch.cuda.synchronize()
         started = time.perf_counter()
-        with forward if hooked else nullcontext():
+        with forward:
             loss = model(data).float().pow(2).mean()
-            if check:
+            if synchronized:
                 torch.cuda.synchronize()
-        with backward if hooked else nullcontext():
+        with backward:
             loss.backward()
-            if check:
+            if synchronized:
                 torch.cuda.synchronize()
         optimizer.step()
         torch.cuda.synchronize()
         seconds = time.perf_counter() - started
         optimizer.zero_grad(set_to_none=True)
-        result.steps += 1
-        hook_step += hooked
+        return seconds
+
+    result, began = TrainResult(), time.monotonic()
+    # The hook's overhead: blocks of steps with and without it, as a short job of its own (a
+    # block without the hook would otherwise show as one long step of the measured job).
+    probe = TrainingHook(job=f"{JOB}-overhead", rank=0, world_size=1, local_rank=args.gpu)
+    while time.monotonic() - began < args.overhead_s:
+        handles = probe.attach(optimizer)
+        result.with_hook_s += [step(probe) for _ in range(args.overhead_block)]
+        for handle in handles:
+            handle.remove()
+        result.without_hook_s += [step(None) for _ in range(args.overhead_block)]
+    probe.close()
+    hook = TrainingHook(job=JOB, rank=0, world_size=1, local_rank=args.gpu)
+    hook.attach(optimizer)
+    while (elapsed := time.monotonic() - began) < args.run_s:
+        if not result.fault_ns and elapsed >= args.fault_s:
+            result.fault, result.fault_ns = slowdown.apply(), time.time_ns()
+            print(f"slowdown at {elapsed:.0f} s: {result.fault}", flush=True)
+        number = result.steps + 1  # the hook's step number for this step
+        check = number % args.check_every == 0
+        seconds = step(hook, synchronized=check)
+        result.steps = number
         if check:
-            result.synchronized[hook_step] = seconds
-        if elapsed < args.overhead_s and not check:  # a checked step waits in its sections
-            (result.with_hook_s if hooked else result.without_hook_s).append(seconds)
+            result.synchronized[number] = seconds
         (result.step_s_after if result.fault_ns else result.step_s_before).append(seconds)
     hook.close()
     return result
@@ -177,7 +188,7 @@ def read_capture(path: Path) -> tuple[dict[int, dict[str, Any]], list[dict[str, 
     runs: list[dict[str, Any]] = []
     with path.open(errors="replace") as lines:
         for point in decode_lines(lines, DecodeReport()):
-            if point.measurement == "train_step":
+            if point.measurement == "train_step" and point.tags["job"] == JOB:
                 steps[int(point.fields["step"])] = dict(point.fields)
             elif point.measurement == "reflex_collector" and point.tags["collector"] == "gpu":
                 runs.append(dict(point.fields))
@@ -285,6 +296,8 @@ def main() -> int:
               f"{args.gpu}; slow it ({args.fault}) at {args.fault_s:.0f} s; replay")  # fmt: skip
         print("missing here: " + ("; ".join(problems) if problems else "nothing"))
         return 0
+    if args.fault_s <= args.overhead_s:
+        problems.append("--fault-s must come after the --overhead-s minute")
     if problems:
         print("cannot run: " + "; ".join(problems), file=sys.stderr)
         return 2
