@@ -56,7 +56,7 @@ def test_the_verdict_wants_the_gpu_and_its_clock_within_a_minute(check: ModuleTy
 def test_accuracy_and_collector_cost(check: ModuleType, tmp_path: Path) -> None:
     capture = tmp_path / "real.lp"
     capture.write_text(
-        "train_step,cluster=c,job=j,node=n,rank=0 step=25i,step_time_seconds=0.2,"
+        "train_step,cluster=c,job=real-gpu-check,node=n,rank=0 step=25i,step_time_seconds=0.2,"
         'compute_seconds=0.168,section_timer="cuda_events" 1700000000000000000\n'
         "reflex_collector,cluster=c,collector=gpu,node=n duration_seconds=0.004,"
         'cpu_seconds=0.0005,success=true,points=1i,errors=0i,version="x" 1700000000000000000\n'
