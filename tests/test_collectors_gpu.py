@@ -194,3 +194,39 @@ def test_the_agent_reports_cpu_time_per_run() -> None:
     cpu = float(metric.fields["cpu_seconds"])
     assert cpu >= nvml.calls * 0.0002 * 0.9
     assert agent.states[0].cpu_seconds == cpu
+
+
+def test_field_values_decode_what_nvml_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PynvmlApi.field_values on nvidia-ml-py's own structures (no driver needed): each
+    answer by its value type, NOT_SUPPORTED as None, a lost GPU raised, a driver without the
+    call as NvmlNotSupported (the collector then reads one value per call)."""
+    pynvml = pytest.importorskip("pynvml")
+    from reflex_localize.collectors.nvml_api import NvmlGpuLost, NvmlNotSupported
+
+    returns = [pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_SUCCESS,
+               pynvml.NVML_SUCCESS]  # fmt: skip
+
+    def answers(handle: object, field_ids: list[int]) -> object:
+        values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
+        for value, field_id, answer in zip(values, field_ids, returns, strict=True):
+            value.fieldId, value.nvmlReturn = field_id, answer
+        values[0].valueType, values[0].value.ullVal = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, 7
+        values[2].valueType, values[2].value.uiVal = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, 65
+        values[3].valueType, values[3].value.dVal = pynvml.NVML_VALUE_TYPE_DOUBLE, 1.5
+        return values
+
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", lambda index: object())
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetFieldValues", answers)
+    api = PynvmlApi()
+    api._nv = pynvml
+    assert api.field_values(0, [3, 29, 82, 185]) == [7, None, 65, 1.5]
+    returns[0] = pynvml.NVML_ERROR_GPU_IS_LOST
+    with pytest.raises(NvmlGpuLost):
+        api.field_values(0, [3, 29, 82, 185])
+
+    def old_driver(handle: object, field_ids: list[int]) -> object:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetFieldValues", old_driver)
+    with pytest.raises(NvmlNotSupported):
+        api.field_values(0, [3])
