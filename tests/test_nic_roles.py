@@ -11,8 +11,9 @@ import pytest
 
 from reflex_localize.flows.judge import job_evidence
 from reflex_localize.flows.judge.job_evidence import EvidenceBook
-from reflex_localize.flows.judge.job_fields import default_weights
-from reflex_localize.flows.messages import RankInfo
+from reflex_localize.flows.judge.job_fields import JobConfig, default_weights
+from reflex_localize.flows.judge.job_step import JobState
+from reflex_localize.flows.messages import ExplicitEvent, RankInfo
 from reflex_localize.flows.signals.derive import SIGNAL_INDEX, SIGNAL_NAMES
 
 PROFILE = "h100-sxm5-80gb"
@@ -81,3 +82,15 @@ def test_without_roles_the_management_port_looked_like_a_slow_rail(
     monkeypatch.setattr(job_evidence, "nic_roles", lambda *args: {})
     totals = _evidence(EvidenceBook(), {}, 10**10)
     assert sorted(e for e, t in totals.items() if t > 0) == [f"{n}|nic|mlx5_4/1" for n in NODES]
+
+
+def test_a_port_that_is_no_rail_going_down_is_a_warning_a_rail_going_down_critical() -> None:
+    job = JobState("j", JobConfig())
+    job.book.nic_role = {"n1|nic|eno1": "other", "n1|nic|mlx5_0/1": "rail"}
+
+    def down(port: str) -> ExplicitEvent:
+        return ExplicitEvent(0, "n1", "link_down", 1, "nic", port, "critical", "link down", "")
+
+    assert job._off_rail(down("eno1")).severity == "warning"
+    assert job._off_rail(down("mlx5_0/1")).severity == "critical"
+    assert job._off_rail(down("eth9")).severity == "critical"  # a port no window has judged

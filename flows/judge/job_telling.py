@@ -9,7 +9,7 @@ from reflex_localize.flows.incidents.exit_messages import hardware_hint
 from reflex_localize.flows.incidents.explain import describe, describe_finding, stage_pattern
 from reflex_localize.flows.judge.job_fields import RECUR_QUIET_S, clock_text
 from reflex_localize.flows.judge.job_suspects import SuspectRanking
-from reflex_localize.flows.judge.site_blame import shared_switch, switch_suspect
+from reflex_localize.flows.judge.site_blame import SWITCH_TAG, shared_switch, switch_suspect
 from reflex_localize.flows.judge.step_peers import StepFinding
 from reflex_localize.flows.messages import ExplicitEvent
 
@@ -82,8 +82,14 @@ class IncidentTelling(SuspectRanking):
         if top is None and root is None:
             self.info_verdict_ns = end_ns
         event = self._recurrence(event, root is None)
-        self._opened(end_ns, in_cooldown, {(s.node, s.entity) for s in suspects[:1]})
+        named = {(s.node, s.entity) for s in suspects[:1]}
+        if switch is not None:  # the switch's incident: every node under it is named
+            named |= {(s.node, s.entity) for s in suspects if self._under(s.node, switch)}
+        self._opened(end_ns, in_cooldown, named)
         return event
+
+    def _under(self, node: str, switch: str) -> bool:
+        return self.sites.get(node, {}).get(SWITCH_TAG) == switch
 
     def _critical_repeats(self, root: ExplicitEvent, end_ns: int) -> bool:
         """A critical error of a part whose critical error was told within the cooldown

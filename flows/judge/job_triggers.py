@@ -19,6 +19,7 @@ from reflex_localize.flows.judge.job_fields import (
     own_evidence,
 )
 from reflex_localize.flows.judge.job_findings import PartFindings
+from reflex_localize.flows.judge.nic_roles import RAIL
 from reflex_localize.flows.judge.step_peers import StepFinding
 from reflex_localize.flows.messages import ExplicitEvent, JobWindow
 
@@ -32,6 +33,7 @@ class JobTriggers(PartFindings):
         """This window's events: findings of the per-step view and of telemetry gaps (which
         never hold back a hardware event), then at most one incident event."""
         found = self._step_findings(parts)
+        events = [self._off_rail(event) for event in events]
         out: list[LocalizationEvent] = []
         for finding in found:
             if finding.kind in ("straggler", *DRIFTS) or self.config.mode != "reflex":
@@ -46,6 +48,19 @@ class JobTriggers(PartFindings):
         if incident is not None:
             out += [incident, *self._coexisting(window, end_ns, incident)]
         return out + self._other_criticals(window, end_ns, events)
+
+    def _off_rail(self, event: ExplicitEvent) -> ExplicitEvent:
+        """A port that carries none of the job's collectives (a management or storage port,
+        flows/judge/nic_roles.py) going down does not stop the job: its error is a warning,
+        evidence a part's score must back, not a critical error of the job."""
+        if (
+            event.component != "nic"
+            or event.severity != "critical"
+            or self.book.nic_role.get(event.entity, RAIL) == RAIL
+        ):
+            return event
+        meaning = f"{event.meaning} (a port that is no rail: none of the job's collectives)"
+        return replace(event, severity="warning", meaning=meaning)
 
     def _other_criticals(
         self, window: int, end_ns: int, events: list[ExplicitEvent]
