@@ -50,6 +50,7 @@ def data_pieces(
     *,
     max_line: int = MAX_LINE_CHARS,
     on_long_line: LongLine | None = None,
+    span: tuple[int, int] | None = None,
 ) -> Iterator[tuple[int, list[str], bytes]]:
     """``(lines before the piece, its lines, their bytes)`` for pieces of about ``piece_bytes``
     bytes of the file, every line included (see :func:`is_data`), so that a reader can treat a
@@ -59,15 +60,22 @@ def data_pieces(
 
     A line longer than ``max_line`` (a 200 MB line, ``/dev/zero``) is read past without being
     held: it is an empty line in its piece, and ``on_long_line`` is told its number and length,
-    so memory stays within a piece and a line whatever the file holds."""
+    so memory stays within a piece and a line whatever the file holds.
+
+    ``span``: ``(start, end)``, the bytes to read, each at the start of a line (or the file's
+    end); line counts are then from ``start``."""
     before = 0
     with Path(path).open("rb") as handle:
         rest = b""
         skipped = -1  # bytes of an overlong line read past so far; -1: not in one
+        left = -1 if span is None else span[1] - span[0]  # -1: to the end
+        if span is not None:
+            handle.seek(span[0])
         # Read in large pieces and split at C speed: iterating a file line by line costs more
         # than a replay spends on most lines. Bytes, cut at a "\n", so that a reader of the
         # bytes (PieceLines) needs no encoding of its own.
-        while piece := handle.read(piece_bytes):
+        while piece := handle.read(piece_bytes if left < 0 else min(piece_bytes, left)):
+            left -= len(piece) if left >= 0 else 0
             if skipped >= 0:  # in an overlong line: on to its end
                 end = piece.find(b"\n")
                 if end < 0:

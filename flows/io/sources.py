@@ -7,6 +7,7 @@ epoch (``time_ns // window_ns``) so every source cuts the same windows from the 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
+from reflex_localize.flows.io.byte_ranges import ByteRange
 from reflex_localize.flows.io.plain_runs import PlainRuns
 from reflex_localize.flows.io.shared_windows import SharedWindows, split_by_shard
 from reflex_localize.flows.io.stream_clock import StampCheck, median_start
@@ -26,7 +28,7 @@ from reflex_localize.schemas.contract import load_schema
 from reflex_localize.schemas.foreign_translate import ForeignTranslator
 from reflex_localize.schemas.frame import Frame, frames_from_points
 from reflex_localize.schemas.line_decoder import FramePart, assemble, decode_block, points_parts
-from reflex_localize.schemas.line_file import data_lines, data_pieces, is_data, line_stamp, raw_tag
+from reflex_localize.schemas.line_file import data_pieces, is_data, line_stamp, raw_tag
 
 
 def shard_names(n_shards: int) -> list[str]:
@@ -247,33 +249,38 @@ class LineProtocolSource(WindowedSource):
             self._shared = SharedWindows(self._pass, self.n_shards)
         return self._shared.reader(index)
 
-    def _first_stamps(self) -> list[int]:
+    def _first_stamps(self, offset: int = 0) -> list[int]:
         stamps = []
-        for _, line in data_lines(self.path):
-            stamp = line_stamp(line)
-            if stamp is not None:
-                stamps.append(stamp)
-                if len(stamps) >= self.start_lines:
-                    break
+        span = None if offset == 0 else (offset, self.path.stat().st_size)
+        for _, lines, _ in data_pieces(self.path, 1 << 16, span=span):
+            for line in lines:
+                stamp = line_stamp(line) if is_data(line) else None
+                if stamp is not None:
+                    stamps.append(stamp)
+                    if len(stamps) >= self.start_lines:
+                        return stamps
         return stamps
 
     def _pass(
-        self, shards: frozenset[int] | None
+        self, shards: frozenset[int] | None, span: ByteRange | None = None
     ) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
-        """The windows of ``shards`` (None: of every shard) from one pass over the file."""
+        """The windows of ``shards`` (None: of every shard) from one pass over the file; or,
+        given ``span``, the windows of that byte range's lines (every shard's rows)."""
         start = median_start(self._first_stamps())
         check = StampCheck(start, self.now_ns()) if start is not None else None
         replay = _Replay(self, shards)
-        if start is not None:
-            replay.newest = start // self.window_ns
+        clock_start = start
+        if span is not None:
+            clock_start = median_start(self._first_stamps(span.warm_from))
+            replay.lines_before = lambda: span.lines_before
+        if clock_start is not None:
+            replay.newest = clock_start // self.window_ns
         held: list[tuple[int, str, int]] = []  # far-ahead lines waiting for the stream
         since_held = 0  # lines within the clock read since the first held one
         low, high = check.bounds() if check is not None else (0.0, -1.0)
         mapping = replay.foreign.mapping
         runs = PlainRuns(replay, math.ceil(low), math.floor(high), self.window_ns, mapping)
-        for before, lines, raw in data_pieces(
-            self.path, self.piece_chars, on_long_line=replay.refuse_long
-        ):
+        for before, lines, raw in self._pieces(replay, span, held):
             runs.read(lines, raw)
             at = 0
             while at < len(lines):
@@ -305,19 +312,52 @@ class LineProtocolSource(WindowedSource):
                         held.append((number, line, stamp))
                         if len(held) >= self.jump_quorum:  # the stream jumped: follow it
                             yield from replay.take_all(held)
-                            held, since_held = [], 0
+                            held.clear()
+                            since_held = 0
                         continue
                     if held:
                         since_held += 1
                         if since_held > 2 * self.jump_quorum:  # the stream went on without them
                             replay.refuse_ahead(held)
-                            held, since_held = [], 0
+                            held.clear()
+                            since_held = 0
                 yield from replay.take(number, line, stamp)
         if held and since_held == 0:
             yield from replay.take_all(held)  # the stream ended after a jump: follow it
         elif held:
             replay.refuse_ahead(held)
         yield from replay.finish()
+
+    def _pieces(
+        self, replay: _Replay, span: ByteRange | None, held: list[tuple[int, str, int]]
+    ) -> Iterator[tuple[int, list[str], bytes]]:
+        """The pieces of the pass: the whole file, or a byte range's with, for their time only,
+        the lines before it that set the clock and, while a line of its own is held far ahead,
+        the lines after it that decide that line's fate."""
+        if span is None:
+            yield from data_pieces(self.path, self.piece_chars, on_long_line=replay.refuse_long)
+            return
+        read = 0  # lines read so far
+        for region, (begin, end) in enumerate(span.regions()):
+            replay.warming = region == 0
+            if region == 0:
+                replay.own_first = 1 << 62  # none of them its own yet
+            elif region == 1:
+                replay.own_first = read + 1
+            elif region == 2:
+                replay.own_last = read
+            offset = read
+
+            def refuse_long(number: int, length: int, offset: int = offset) -> None:
+                replay.refuse_long(offset + number, length)
+
+            for before, lines, raw in data_pieces(
+                self.path, self.piece_chars, on_long_line=refuse_long, span=(begin, end)
+            ):
+                if region == 2 and not any(replay.owned(number) for number, _, _ in held):
+                    return
+                read = offset + before + len(lines)
+                yield offset + before, lines, raw
 
 
 _MOST_HEADS = 1 << 18  # heads whose owner a replay remembers (a few tens of MB)
@@ -343,6 +383,20 @@ class _Replay:
         self.owners: dict[str, int] = {}
         self.owner_by_head: dict[str, int] = {}  # a run's line owners (_owners_of)
         self.foreign = ForeignTranslator()  # one per pass: it remembers the last XID per GPU
+        # A pass over a byte range (flows/io/byte_ranges.py) reads some lines before and after
+        # its own for their time alone: its own are the lines numbered own_first to own_last.
+        self.own_first, self.own_last = 1, math.inf
+        self.lines_before: Callable[[], int] = lambda: 0  # lines of the file before the read
+        self.warming = False  # reading lines before the range: windows closed are not its own
+
+    def owned(self, number: int) -> bool:
+        return self.own_first <= number <= self.own_last
+
+    def line(self, number: int) -> int:
+        """A line's number in the file (``number`` counts from where the pass began reading)."""
+        if self.own_first == 1 and self.own_last == math.inf:
+            return number
+        return number + self.lines_before()
 
     def _counted(self, line: str) -> tuple[int, bool]:
         """The line's owning shard (-1: shared) and whether this pass counts its rejects."""
@@ -355,8 +409,8 @@ class _Replay:
         self.errors.append(ErrorRecord("source", code, detail[:300]))
 
     def refuse(self, number: int, line: str, code: str, detail: str) -> None:
-        if self._counted(line)[1]:
-            self.reject(code, f"line {number}: {detail}")
+        if self.owned(number) and self._counted(line)[1]:
+            self.reject(code, f"line {self.line(number)}: {detail}")
 
     def refuse_long(self, number: int, length: int) -> None:
         """A line the reader read past, too long to hold (its node unknown: counted once)."""
@@ -376,6 +430,10 @@ class _Replay:
             self.newest = window
             for ready in sorted(w for w in self.pending if w < self.newest - self.disorder):
                 self.closed = ready
+                if self.warming:  # lines before a byte range: the range before it has them
+                    self.pending.pop(ready)
+                    self.seen.pop(ready, None)
+                    continue
                 yield ready, self.close(ready), self.errors
                 self.errors = []
 
@@ -390,6 +448,12 @@ class _Replay:
     ) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
         if stamp is not None:
             yield from self.advance(stamp // self.window_ns)
+        if not self.owned(number):
+            if not self.foreign.is_reflex_line(line):
+                self._translate_only(line)
+            elif self.warming and stamp is not None and stamp // self.window_ns > self.closed:
+                self.pending[stamp // self.window_ns].add_earlier(number, line, stamp)
+            return  # a line of another range: only its time was needed
         owner, counted = self._counted(line)
         if owner >= 0 and self.mine is not None and owner not in self.mine:
             return  # another process's line: only its time was needed
@@ -405,13 +469,19 @@ class _Replay:
         except Exception as error:
             if counted:
                 code = error.code if isinstance(error, PointError) else "unparseable"
-                self.reject(code, f"line {number}: {error}")
+                self.reject(code, f"line {self.line(number)}: {error}")
             return
         if counted:
-            self.errors += [ErrorRecord(n.where, n.code, f"line {number}: {n.detail}"[:300])
-                            for n in notes]  # fmt: skip
+            at = f"line {self.line(number)}"
+            self.errors += [ErrorRecord(n.where, n.code, f"{at}: {n.detail}"[:300]) for n in notes]
         for point in points:
             self.place(number, line, stamp, point, counted)
+
+    def _translate_only(self, line: str) -> None:
+        """Lets the translator see a foreign line of another range: it remembers the last XID
+        per GPU, as it would have in a pass over the whole file."""
+        with contextlib.suppress(Exception):  # that range's pass counts it
+            self.foreign.decode(line)
 
     def place(self, number: int, line: str, stamp: int | None, point: Point, counted: bool) -> None:
         """Puts one decoded point of line ``number`` in its pending window, or counts why not."""
@@ -420,19 +490,22 @@ class _Replay:
             # plain digits (line_stamp), so a point stamped otherwise cannot be placed the
             # same way in every shard.
             if counted:
-                self.reject("timestamp_not_plain_ns", f"line {number}: {line.rsplit(' ', 1)[-1]}")
+                stamp_text = line.rsplit(" ", 1)[-1]
+                self.reject("timestamp_not_plain_ns", f"line {self.line(number)}: {stamp_text}")
             return
         window = point.time_ns // self.window_ns
         if window <= self.closed:
             if counted:
                 late = (self.closed + 1) * self.window_ns - point.time_ns
-                self.reject("late", f"line {number}: {late / 1e9:,.1f} s behind the closed windows")
+                behind = f"{late / 1e9:,.1f} s behind the closed windows"
+                self.reject("late", f"line {self.line(number)}: {behind}")
             return
         series = (line.partition(" ")[0], tuple(point.fields), point.time_ns)
         seen = self.seen.setdefault(window, set())
         if series in seen:
             if counted:
-                self.reject("duplicate_point", f"line {number}: {series[0][:200]} at {stamp}")
+                where = f"line {self.line(number)}: {series[0][:200]} at {stamp}"
+                self.reject("duplicate_point", where)
             return
         seen.add(series)
         self.open(window).add_point(point)
@@ -441,6 +514,12 @@ class _Replay:
         """Takes a line whose window is open and reached, leaving its decoding to the window's
         block; False when it must go the long way (a foreign line, decoded at once)."""
         pending = self.open(stamp // self.window_ns)  # every shard has every window
+        if not self.owned(number):
+            if not self.foreign.is_reflex_line(line):
+                return False  # a foreign line: the translator sees it
+            if self.warming:
+                pending.add_earlier(number, line, stamp)
+            return True
         owner, counted = self._counted(line)
         if owner >= 0 and self.mine is not None and owner not in self.mine:
             return True  # another process's line: only its time was needed
@@ -454,7 +533,14 @@ class _Replay:
         :class:`~flows.plain_runs.PlainRuns` found: as :meth:`queue` takes each of them."""
         windows, stamps = runs.windows[at:end], runs.stamps[at:end]  # type: ignore[index]
         first = int(windows[0])
-        if self.mine is not None:
+        if not self.owned(before + at + 1):  # a piece is all in one range: lines for time only
+            for window in np.unique(windows).tolist():
+                held = self.open(window)
+                if self.warming:  # lines an own line may repeat (see _OpenWindow.earlier)
+                    chosen = np.flatnonzero(windows == window).tolist()
+                    held.earlier.extend((before + at + 1 + row, lines[at + row], int(stamps[row]))
+                                        for row in chosen)  # fmt: skip
+        elif self.mine is not None:
             self._queue_mine(before + at, lines[at:end], windows, stamps)
         elif windows[-1] == first and (windows == first).all():
             held = self.open(first)
@@ -530,16 +616,18 @@ class _Replay:
         held = self.pending.pop(window)
         if not held.lines:
             return frames_from_points([point for _, point in held.points])
+        shadows = held.shadow_earlier()
         stamps = np.array(held.stamps, np.int64)
         block = decode_block(held.lines, carry_tags=True, stamps=stamps)
         for position, error in block.rejects:
             if position not in held.uncounted:
                 code = error.code if isinstance(error, PointError) else "unparseable"
-                self.reject(code, f"line {held.numbers[position]}: {error}")
+                self.reject(code, f"line {self.line(held.numbers[position])}: {error}")
         # Line i sorts at 2i + 1, a point taken after b lines at 2b: the order they came in.
         parts = points_parts([(2 * b, point) for b, point in held.points], load_schema())
         for frame, positions in zip(block.frames, block.positions, strict=True):
             keep = self._placeable(frame, positions, held, stamps[positions])
+            keep &= positions >= shadows  # an earlier range's line: that range has it
             if keep.all():
                 parts.append(FramePart.of(frame, 2 * positions + 1))
             elif keep.any():
@@ -556,7 +644,8 @@ class _Replay:
             position = int(positions[row])
             if position not in held.uncounted:
                 stamp = held.lines[position].rsplit(" ", 1)[-1]
-                self.reject("timestamp_not_plain_ns", f"line {held.numbers[position]}: {stamp}")
+                where = f"line {self.line(held.numbers[position])}: {stamp}"
+                self.reject("timestamp_not_plain_ns", where)
         if not _repeats_a_row(frame):
             return keep  # no two rows share tags and stamp: no line repeats another
         seen: set[tuple[str, int]] = set()
@@ -567,7 +656,8 @@ class _Replay:
             if series in seen:
                 keep[row] = False
                 if position not in held.uncounted:
-                    where = f"line {held.numbers[position]}: {series[0][:200]} at {series[1]}"
+                    number = self.line(held.numbers[position])
+                    where = f"line {number}: {series[0][:200]} at {series[1]}"
                     self.reject("duplicate_point", where)
             seen.add(series)
         return keep
@@ -591,6 +681,9 @@ class _OpenWindow:
     stamps: list[int] = field(default_factory=list)
     uncounted: set[int] = field(default_factory=set)  # lines whose rejects another shard counts
     points: list[tuple[int, Point]] = field(default_factory=list)
+    # (number, line, stamp): lines of the range before a byte range's own, read for their time,
+    # that fell in this window while it was open; an own line may repeat one of them.
+    earlier: list[tuple[int, str, int]] = field(default_factory=list)
 
     def add_line(self, number: int, line: str, stamp: int, counted: bool) -> None:
         if not counted:
@@ -601,6 +694,31 @@ class _OpenWindow:
 
     def add_point(self, point: Point) -> None:
         self.points.append((len(self.lines), point))
+
+    def add_earlier(self, number: int, line: str, stamp: int) -> None:
+        self.earlier.append((number, line, stamp))
+
+    def shadow_earlier(self) -> int:
+        """Puts before the window's lines those of :attr:`earlier` that one of them may repeat
+        (same head and stamp), uncounted, so the block finds a repeat as a whole pass finds it;
+        returns how many (their rows are dropped: the earlier range has them)."""
+        if not self.earlier:
+            return 0
+        mine = {
+            (line.partition(" ")[0], stamp)
+            for line, stamp in zip(self.lines, self.stamps, strict=True)
+        }
+        shadows = [e for e in self.earlier if (e[1].partition(" ")[0], e[2]) in mine]
+        self.earlier = []
+        if not shadows:
+            return 0
+        n = len(shadows)
+        self.numbers[:0] = [number for number, _, _ in shadows]
+        self.lines[:0] = [line for _, line, _ in shadows]
+        self.stamps[:0] = [stamp for _, _, stamp in shadows]
+        self.uncounted = set(range(n)) | {position + n for position in self.uncounted}
+        self.points = [(taken + n, point) for taken, point in self.points]
+        return n
 
 
 def _repeats_a_row(frame: Frame) -> bool:
