@@ -21,6 +21,7 @@ from bytewax.operators import StatefulLogic
 
 from reflex_localize.flows.io.shard_keys import state_key
 from reflex_localize.flows.io.sinks import FlowSinks
+from reflex_localize.flows.io.window_pieces import AssemblyLogic
 from reflex_localize.flows.judge.job_step import JobConfig, JobState
 from reflex_localize.flows.judge.shard_step import ShardConfig, ShardState, reject_points
 from reflex_localize.flows.messages import ErrorRecord, JobWindow, WindowBatch
@@ -121,9 +122,19 @@ def build_flow(
     batches = op.input("telemetry", flow, source)
     # WindowBatch: one per shard and window, in window order per shard. Keyed so that Bytewax
     # keeps each shard's state on the worker that reads it (flows/io/shard_keys.py).
-    by_shard = op.key_on(
-        "key_by_shard", batches, lambda b: state_key(b.shard, b.n_shards, shard_keys)
-    )
+    # (WindowPiece, from a source split by byte range: a range's rows of a shard's window)
+    if getattr(source, "emits_pieces", False):
+        pieces = op.key_on(
+            "key_piece_by_shard",
+            batches,
+            lambda p: state_key(p.batch.shard, p.batch.n_shards, shard_keys),
+        )
+        # (shard, WindowPiece)
+        by_shard = op.stateful("assemble_windows", pieces, AssemblyLogic)
+    else:
+        by_shard = op.key_on(
+            "key_by_shard", batches, lambda b: state_key(b.shard, b.n_shards, shard_keys)
+        )
     # (shard, WindowBatch)
     shard_out = op.stateful(
         "shard_step", by_shard, lambda resume: _ShardLogic(resume or ShardState(shard_config))

@@ -223,6 +223,10 @@ def command(
         "REFLEX_SINK": sink,
         "REFLEX_OUT": str(out),
         "REFLEX_SHARDS": str(shards),
+        # A file is read by byte range, one per worker of the cluster (flows/io/range_replay.py).
+        "REFLEX_FILE_RANGES": str(
+            workers * (processes if addresses is None else len(addresses.split(";")))
+        ),
         "REFLEX_SHARD_KEYS": shard_keys,
         "REFLEX_WINDOW_SECONDS": str(window),
         "REFLEX_CLUSTER": cluster,

@@ -6,6 +6,8 @@
   or ``influx-push`` (a replication stream pushes to the flow, see :mod:`shell.push_wiring`).
 * ``REFLEX_SHARDS``: partitions of nodes (default 4). Keep it fixed for a deployment: a node's
   state lives in its shard.
+* ``REFLEX_FILE_RANGES``: a ``file:`` source is read in this many byte ranges, one per worker
+  (``reflex flow`` sets it), so no process reads another's lines; 0 or unset: by shard.
 * ``REFLEX_SHARD_KEYS``: ``placed`` (default) or ``names``, how the shard step's states are
   keyed (:mod:`reflex_localize.flows.io.shard_keys`; ``names`` for a recovery directory written
   before placed keys).
@@ -29,6 +31,7 @@ from bytewax.inputs import Source
 
 from reflex_localize.flows.impact.model_file import ImpactModelFile
 from reflex_localize.flows.impact.rows_log import ImpactRowsLog
+from reflex_localize.flows.io.range_replay import LineProtocolRanges
 from reflex_localize.flows.io.shard_keys import SCHEMES
 from reflex_localize.flows.io.sinks import FlowSinks, file_sinks
 from reflex_localize.flows.io.sources import LineProtocolSource
@@ -54,6 +57,9 @@ def source_from_env(window_seconds: float) -> Source:
         scenario, _, seed = rest.partition(":")
         return SimulatorSource(scenario, int(seed or 7), shards, window_seconds)
     if kind == "file" and rest:
+        ranges = int(os.environ.get("REFLEX_FILE_RANGES", "0"))  # reflex flow: one per worker
+        if ranges > 0:
+            return LineProtocolRanges(Path(rest), shards, window_seconds, ranges)
         return LineProtocolSource(Path(rest), shards, window_seconds)
     if kind == "influx" and not rest:
         return _influx_source(shards, window_seconds)
