@@ -12,7 +12,8 @@ export REFLEX_INFLUXD
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 set +e
-.venv/bin/python -m pytest "$@"
+# Two workers (this machine's cores); tests marked realtime share one worker, one at a time.
+.venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

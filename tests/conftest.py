@@ -6,6 +6,10 @@
   unless they start it again before returning.
 - ``influx_bucket`` (function): the name of a new, empty bucket on ``influx``, deleted after.
 - ``query_count(server, flux)`` and ``query_rows(server, flux)``: helpers for assertions.
+
+Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) each worker has its own
+``influx``. Tests marked ``realtime`` (paced by the wall clock, or killing processes on a timer)
+share one xdist group, so no two of them run at once and load each other's deadlines.
 """
 
 from __future__ import annotations
@@ -29,6 +33,12 @@ collect_ignore = sorted(
 
 # Flux's range() stops at now() unless told otherwise; test data may lie in the future.
 ALL_TIME = "range(start: 0, stop: 2262-04-11T23:47:16.854775807Z)"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("realtime"):
+            item.add_marker(pytest.mark.xdist_group("realtime"))
 
 
 @pytest.fixture(scope="session")
