@@ -209,6 +209,8 @@ class _MeteredStateless(StatelessSourcePartition[Any]):
 class _MeteredFixed(FixedPartitionedSource[Any, Any]):
     def __init__(self, inner: FixedPartitionedSource, metrics: FlowMetrics) -> None:
         self._inner, self._metrics = inner, metrics
+        # A source read in pieces (flows/io/range_replay.py) is assembled by the flow.
+        self.emits_pieces = getattr(inner, "emits_pieces", False)
 
     def list_parts(self) -> list[str]:
         return self._inner.list_parts()

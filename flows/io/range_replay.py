@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
-from reflex_localize.flows.io.byte_ranges import ByteRange, byte_ranges
+from reflex_localize.flows.io.byte_ranges import ByteRange, byte_ranges, warm_start
 from reflex_localize.flows.io.shared_windows import split_by_shard
 from reflex_localize.flows.io.sources import LineProtocolSource
 from reflex_localize.flows.io.window_pieces import WindowPiece
@@ -28,7 +28,10 @@ from reflex_localize.flows.messages import ErrorRecord, WindowBatch
 from reflex_localize.schemas.frame import Frame
 
 Windows = Iterator[tuple[int, list[Frame], list[ErrorRecord]]]
-Cursor = tuple[int, int, bool]  # the last window sent, pieces sent, whether the range ended
+# The last window sent, the pieces sent, the range's bytes and the count of ranges: a replay
+# resumed over a file that has grown since reads the same ranges (the last one to the new end);
+# one resumed with another count of ranges starts them afresh (the assembly drops what it sent).
+Cursor = tuple[int, int, int, int, int]
 
 
 class LineProtocolRanges(FixedPartitionedSource[WindowPiece, Cursor]):
@@ -73,10 +76,20 @@ class LineProtocolRanges(FixedPartitionedSource[WindowPiece, Cursor]):
         self, step_id: str, for_part: str, resume_state: Cursor | None
     ) -> RangePartition:
         index = int(for_part.rsplit("-", 1)[1])
-        windows = self.replay._pass(None, self.ranges()[index])
-        return RangePartition(
-            windows, index, self.n_ranges, self.n_shards, self.replay.window_ns, resume_state
-        )
+        if resume_state is not None and resume_state[4] != self.n_ranges:
+            resume_state = None
+        span = self.ranges()[index] if resume_state is None else self._resumed(index, resume_state)
+        windows = self.replay._pass(None, span)
+        return RangePartition(windows, index, self.n_ranges, self.n_shards,
+                              self.replay.window_ns, resume_state, span)  # fmt: skip
+
+    def _resumed(self, index: int, cursor: Cursor) -> ByteRange:
+        """The range a resumed partition read before: its bytes, the last one's to the end."""
+        replay, (_, _, start, end, _) = self.replay, cursor
+        size = replay.path.stat().st_size
+        end = size if index == self.n_ranges - 1 else min(end, size)
+        warm_from = warm_start(replay.path, start, replay.window_ns, replay.disorder + 2)
+        return ByteRange(replay.path, warm_from, start, end, size)
 
 
 class RangePartition(StatefulSourcePartition[WindowPiece, Cursor]):
@@ -90,10 +103,13 @@ class RangePartition(StatefulSourcePartition[WindowPiece, Cursor]):
         n_shards: int,
         window_ns: int,
         resume: Cursor | None,
+        span: ByteRange,
     ) -> None:
         self._windows, self._part, self._parts = windows, part, parts
-        self._n, self._window_ns = n_shards, window_ns
-        self._cursor, self._seq, self._done = resume if resume is not None else (-1, 0, False)
+        self._n, self._window_ns, self._span = n_shards, window_ns, span
+        self._cursor, self._seq = (resume[0], resume[1]) if resume is not None else (-1, 0)
+        self._since = self._seq
+        self._done = False
         self._owners: dict[str, int] = {}
 
     def next_batch(self) -> list[WindowPiece]:
@@ -124,7 +140,8 @@ class RangePartition(StatefulSourcePartition[WindowPiece, Cursor]):
             for shard in range(self._n)
         ]
         self._seq += 1
-        return [WindowPiece(b, self._part, self._parts, self._seq - 1, done) for b in batches]
+        seq = self._seq - 1
+        return [WindowPiece(b, self._part, self._parts, seq, done, self._since) for b in batches]
 
     def snapshot(self) -> Cursor:
-        return self._cursor, self._seq, self._done
+        return self._cursor, self._seq, self._span.start, self._span.end, self._parts

@@ -50,6 +50,11 @@ class WindowPiece:
     parts: int
     seq: int  # the range's count of windows sent before this one
     done: bool = False
+    since: int = 0  # the range's first piece since it (re)started: where a new assembly begins
+
+    @property
+    def end_ns(self) -> int:  # what the flow's metrics read of a polled item
+        return self.batch.end_ns
 
 
 @dataclass
@@ -61,19 +66,26 @@ class PieceAssembly:
     passed: dict[int, float] = field(default_factory=dict)  # range -> the last window it sent
     waiting: dict[int, list[tuple[int, WindowBatch]]] = field(default_factory=dict)
     parts: int = 0
+    released: float = -1  # the last window handed on
 
     def take(self, piece: WindowPiece) -> list[WindowBatch]:
         """Files ``piece``; returns the windows every range has now passed, whole, in order."""
-        self.parts = piece.parts
+        if piece.parts != self.parts:
+            # Resumed with another count of ranges: those start afresh from the file's start,
+            # so what the old ones left waiting is sent again (and what was handed on, dropped).
+            self.next_seq, self.early, self.passed, self.waiting = {}, {}, {}, {}
+            self.parts = piece.parts
         self.early[(piece.part, piece.seq)] = piece
         part = piece.part
-        while (turn := self.early.pop((part, self.next_seq.get(part, 0)), None)) is not None:
+        self.next_seq.setdefault(part, piece.since)
+        while (turn := self.early.pop((part, self.next_seq[part]), None)) is not None:
             self.next_seq[part] = turn.seq + 1
             if turn.done:
                 self.passed[part] = float("inf")
                 continue
             self.passed[part] = turn.batch.window
-            self.waiting.setdefault(turn.batch.window, []).append((part, turn.batch))
+            if turn.batch.window > self.released:  # (a resumed range may send it again)
+                self.waiting.setdefault(turn.batch.window, []).append((part, turn.batch))
         if len(self.passed) < self.parts:
             return []  # a range that has sent nothing yet may still send any window
         return self._release(min(self.passed.values()))
@@ -84,6 +96,8 @@ class PieceAssembly:
 
     def _release(self, horizon: float) -> list[WindowBatch]:
         ready = sorted(window for window in self.waiting if window <= horizon)
+        if ready:
+            self.released = ready[-1]
         return [whole(self.waiting.pop(window)) for window in ready]
 
 
