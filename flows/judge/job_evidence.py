@@ -16,7 +16,7 @@ import numpy as np
 from reflex_localize.flows.impact.model import ImpactModel
 from reflex_localize.flows.incidents.events import Evidence
 from reflex_localize.flows.judge.detectors import MIN_PEERS, evidence_strength, peer_deviation
-from reflex_localize.flows.judge.nic_roles import nic_roles
+from reflex_localize.flows.judge.nic_roles import nic_roles, port_kinds
 from reflex_localize.flows.judge.shard_step import DIRECTION, FLOORS
 from reflex_localize.flows.judge.site_blame import SWITCH_TAG
 from reflex_localize.flows.messages import ExplicitEvent, JobWindow, RankInfo
@@ -259,7 +259,7 @@ class EvidenceBook(FieldsFilledOnRestore):
         if not len(entities):
             return
         self.nic_role = nic_roles(entities, _port_rates(values), rails or {}, self.nic_peaks)
-        groups = peer_groups(entities, profiles, members, self.nic_role)
+        groups = peer_groups(entities, profiles, members, port_kinds(self.nic_role, self.nic_peaks))
         peer = peer_deviation(values, groups, FLOORS, pooled_scale=scales)
         combined = combine_deviations(DIRECTION * temporal, DIRECTION * peer, mode)
         phase = job_wide_phase(

@@ -14,6 +14,12 @@ straggler.
   rail, and slower ports are not. The highest rate seen is the port's capability, so a rail
   that trains down later stays a rail and is judged against the other rails. A node that
   reports no rate at all keeps every port a possible rail: nothing tells them apart.
+* A node whose InfiniBand/RoCE ports are seen has its rails among them: its netdevs (a
+  storage or front-end Ethernet NIC, or the netdev face of an HCA) are no rails.
+
+Ports are peers only of ports of their role and capability (:func:`port_kinds`): a 100 Gb/s
+storage HCA on every node beside 200 Gb/s rails is not a slow rail either; a capability that
+only a node or two show is a port that came up below its kind's rate.
 
 >>> import numpy as np
 >>> entities = np.array(["n1|nic|mlx5_0/1", "n1|nic|mlx5_1/1", "n1|nic|mlx5_4/1", "n1|gpu|0",
@@ -33,6 +39,7 @@ straggler.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 import numpy as np
@@ -62,6 +69,7 @@ def nic_roles(
     for entity, peak in peaks.items():
         node = entity.split("|", 1)[0]
         fastest[node] = max(fastest.get(node, 0.0), peak)
+    with_hcas = {e.split("|", 1)[0] for e in names if _is_hca_port(e)}
     roles = {}
     for entity in names:
         node, component, _ = entity.split("|")
@@ -69,7 +77,44 @@ def nic_roles(
             continue
         if node in placed_nodes:
             roles[entity] = RAIL if entity in served else OTHER
+        elif node in with_hcas and not _is_hca_port(entity):
+            roles[entity] = OTHER
         else:
             top = fastest.get(node, 0.0)
             roles[entity] = RAIL if peaks.get(entity, top) >= RAIL_SHARE * top else OTHER
     return roles
+
+
+def port_kinds(roles: Mapping[str, str], peaks: Mapping[str, float]) -> dict[str, str]:
+    """Each port's peer kind: its role and its capability (highest rate seen, Gb/s). A kind
+    that at least half of the nodes have (a 100 Gb/s storage HCA on every node) is a kind of
+    its own; one that few nodes have is a port of the common kind of its role that never came
+    up at its rate (a rail trained down from boot), judged with that kind.
+
+    >>> roles = {f"n{i}|nic|mlx5_{j}/1": "rail" for i in range(4) for j in range(2)}
+    >>> peaks = {e: 200.0 if e == "n3|nic|mlx5_1/1" else 400.0 for e in roles}
+    >>> peaks |= {f"n{i}|nic|mlx5_9/1": 100.0 for i in range(4)}  # a storage HCA on each
+    >>> roles |= {f"n{i}|nic|mlx5_9/1": "rail" for i in range(4)}
+    >>> kinds = port_kinds(roles, peaks)
+    >>> kinds["n3|nic|mlx5_1/1"], kinds["n0|nic|mlx5_9/1"]
+    ('rail@400', 'rail@100')
+    """
+    kinds = {entity: f"{role}@{peaks.get(entity, 0.0):g}" for entity, role in roles.items()}
+    nodes_of: dict[str, set[str]] = {}
+    for entity, kind in kinds.items():
+        nodes_of.setdefault(kind, set()).add(entity.split("|", 1)[0])
+    nodes = {entity.split("|", 1)[0] for entity in kinds}
+    common: dict[str, str] = {}  # role -> its kind on the most nodes
+    ports = Counter(kinds.values())
+    # The kind on the most nodes, then with the most ports (8 rails beat 1 storage HCA).
+    for kind in sorted(nodes_of, key=lambda k: (-len(nodes_of[k]), -ports[k], k)):
+        common.setdefault(kind.split("@", 1)[0], kind)
+    return {
+        entity: kind if 2 * len(nodes_of[kind]) >= len(nodes) else common[kind.split("@", 1)[0]]
+        for entity, kind in kinds.items()
+    }
+
+
+def _is_hca_port(entity: str) -> bool:
+    """An InfiniBand/RoCE port (``hca/port``), not a netdev."""
+    return "/" in entity.rsplit("|", 1)[1]
