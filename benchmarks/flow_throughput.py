@@ -1,8 +1,9 @@
 """Points per second through the localization flow, 1 and 2 processes, from the in-process
 simulator and from a line-protocol file. Each run is a real ``reflex flow`` (``bytewax.run``,
 files sink, no recovery); the wall time includes process start. The CPU seconds of the run's
-processes (user + system) and the load average before it are printed too: two processes can
-only beat one by what the machine's free cores allow.
+processes (user + system, per million points) and the load average before it are printed too:
+two processes can only beat one by what the machine's free cores allow, but they must not cost
+more CPU than one (a file is read by byte range: no process reads another's lines).
 
     .venv/bin/python benchmarks/flow_throughput.py [--scenario demo] [--shards 4]
 """
@@ -46,6 +47,8 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--file-seconds", type=int, default=400,
                         help="Simulated seconds written to the line-protocol file.")  # fmt: skip
+    parser.add_argument("--only", choices=("simulator", "file"), default=None,
+                        help="Run one source alone.")  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         capture = Path(tmp) / "capture.lp"
@@ -66,17 +69,21 @@ def main() -> None:
             ("simulator", f"sim:{args.scenario}:{args.seed}", points),
             ("line-protocol file", f"file:{capture}", file_points),
         ):
-            rates = {}
+            if args.only is not None and args.only not in name:
+                continue
+            rates, cpus = {}, {}
             for processes in (1, 2):
                 load = os.getloadavg()[0]
                 seconds, cpu = run_flow(
                     source, Path(tmp) / f"{name}-{processes}", processes, args.shards
                 )
-                rates[processes] = count / seconds
+                rates[processes], cpus[processes] = count / seconds, cpu
                 print(f"{name:>19}, {processes} process(es): {seconds:6.1f} s  "
-                      f"{rates[processes]:>9,.0f} points/s  cpu {cpu:5.1f} s  "
+                      f"{rates[processes]:>9,.0f} points/s  cpu {cpu:5.1f} s "
+                      f"({cpu / count * 1e6:.2f} s per million points)  "
                       f"(load before {load:.1f}, {os.cpu_count()} cores)")  # fmt: skip
-            print(f"{name:>19}: scaling 2/1 = {rates[2] / rates[1]:.2f}x")
+            print(f"{name:>19}: scaling 2/1 = {rates[2] / rates[1]:.2f}x, "
+                  f"CPU of 2 / CPU of 1 = {cpus[2] / cpus[1]:.2f} (at most 1.1)")  # fmt: skip
 
 
 if __name__ == "__main__":
