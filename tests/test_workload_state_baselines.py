@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from reflex_localize.flows.judge import shard_step
-from reflex_localize.flows.judge.detectors import LongitudinalBaseline
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.simulated_source import SimulatorSource
 
@@ -40,17 +38,3 @@ def test_with_one_baseline_for_all_states_the_clock_was_not_what_stood_out(
     """What the states change: the same run with one baseline per entity."""
     monkeypatch.setattr(shard_step, "state_keys", lambda entities, *_: entities)
     assert [signal for *_, signal in _events()] != ["sm_clock_low"]
-
-
-def test_a_value_far_off_its_peers_is_not_learned_while_the_baseline_warms() -> None:
-    """A busy baseline is born with a job: a host under contention from the job's first step
-    must not make the contention its normal before the baseline is warm."""
-    floors = np.array([0.1])
-    baseline = LongitudinalBaseline(n_signals=1, floors=floors, warmup=3)
-    host = np.array(["n1|host|-~busy"], dtype=object)
-    for _ in range(5):  # contended from the start: far off its peers, held back
-        baseline.learn_many(host, np.array([[0.9]]), hold=np.array([[True]]))
-    assert np.isnan(baseline.score_many(host, np.array([[0.9]]))).all()  # still warming
-    for _ in range(5):  # the contention over: learned
-        baseline.learn_many(host, np.array([[0.1]]), hold=np.array([[False]]))
-    assert baseline.score_many(host, np.array([[0.9]]))[0, 0] > 6

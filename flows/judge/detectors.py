@@ -91,12 +91,7 @@ class LongitudinalBaseline:
             out[known] = z
         return out
 
-    def learn_many(
-        self, entities: np.ndarray, values: np.ndarray, hold: np.ndarray | None = None
-    ) -> None:
-        """Learns each value, except those far off a warm baseline (``protect``) and those
-        ``hold`` marks: values far off the entity's peers, which a baseline still warming up
-        cannot tell from its normal (a host under contention from a job's first step)."""
+    def learn_many(self, entities: np.ndarray, values: np.ndarray) -> None:
         rows = self.rows(entities, create=True)
         x = values.copy()
         present = np.isfinite(x)
@@ -105,8 +100,6 @@ class LongitudinalBaseline:
         scale = self.scale(rows)
         deviation = np.abs(x - mean) / scale
         learn = present & ~(warm & (deviation > self.protect))
-        if hold is not None:
-            learn &= ~hold
         x = np.where(warm, np.clip(x, mean - self.clip * scale, mean + self.clip * scale), x)
         new_count = np.where(learn, count + 1, count)
         alpha = np.where(learn, 1.0 / np.minimum(new_count, self.horizon).clip(min=1), 0.0)

@@ -20,7 +20,7 @@ from reflex_localize.flows.incidents.node_memory import (
     NodeMemory,
 )
 from reflex_localize.flows.judge.busy_clocks import BusyClocks, window_clocks
-from reflex_localize.flows.judge.detectors import LongitudinalBaseline, peer_deviation
+from reflex_localize.flows.judge.detectors import LongitudinalBaseline
 from reflex_localize.flows.messages import (
     ErrorRecord,
     ExplicitEvent,
@@ -33,7 +33,6 @@ from reflex_localize.flows.signals.derive import (
     SIGNAL_NAMES,
     SIGNALS,
     CounterMemory,
-    WindowSignals,
     derive,
     factorize,
 )
@@ -149,7 +148,7 @@ class ShardState(FieldsFilledOnRestore):
         # A baseline per workload state: where jobs run, else what the GPUs did.
         keys = state_keys(signals.entities, activity, self._placement(activity))
         temporal = self.baseline.score_many(keys, signals.values)
-        self.baseline.learn_many(keys, signals.values, self._far_from_peers(signals))
+        self.baseline.learn_many(keys, signals.values)
         scales = self.baseline.scale(self.baseline.rows(keys, create=True))
         self._remember_deviations(signals.entities, temporal, batch.end_ns)
         events = self._events(by_measurement.get("event", []))
@@ -299,18 +298,6 @@ class ShardState(FieldsFilledOnRestore):
         for key in [k for k in self.renumbered if k[0] in ended]:
             del self.renumbered[key]
         return {job for job in ended if job in self.members}
-
-    def _far_from_peers(self, signals: WindowSignals) -> np.ndarray:
-        """Values far off the shard's other entities of their kind and model: not learned by
-        a baseline, so that a fault present from the start of a state (a new job's busy
-        windows) does not become that state's normal before the baseline is warm."""
-        kinds = np.array(
-            [f"{e.split('|')[1]}|{p}" for e, p in zip(
-                signals.entities.tolist(), signals.profiles.tolist(), strict=True)],
-            dtype=object,
-        )  # fmt: skip
-        z = peer_deviation(signals.values, kinds, FLOORS)
-        return np.nan_to_num(np.abs(z), nan=0.0) > self.baseline.protect
 
     def _placement(self, activity: WindowActivity) -> Placement:
         """Where the jobs of this shard's nodes run, and which of them write a checkpoint."""

@@ -12,13 +12,16 @@ mixes idle windows (345 MHz) with busy ones. So each entity keeps one baseline p
 * ``checkpoint``: its job is writing a checkpoint (its GPUs idle while its hosts write);
 * ``idle``: the rest.
 
-Membership comes first, so a fault that slows a rank's compute (a host under contention, a
-GPU stalling) does not move its parts out of ``busy`` and into a history where the fault looks
-ordinary. A host's or port's state is its node's. An entity of a node with neither membership
-nor GPU utilization keeps one baseline for all states. A state's baseline is born when the
-state first comes (a new job's busy windows); values far off the entity's peers are not
-learned while it warms up (``LongitudinalBaseline.learn_many``'s ``hold``), so a fault present
-from the job's first step does not become its normal.
+Membership comes first, so a fault that slows a rank's compute (a GPU stalling, a host under
+contention) does not move its parts out of ``busy`` and into a history where the fault looks
+ordinary. A host takes its node's state: a job's memory and CPU use are the job's, and a
+one-node job has no peers to cancel them. A GPU or host of a node with neither membership nor
+GPU utilization keeps one baseline for all states.
+
+Ports keep one baseline for all states: their signals are error counters and link rates that
+a job's load does not move, and a port quirk present from the start (steady symbol errors)
+must stay its normal. A state's baseline is born when the state first comes, so a fault
+present from a job's first step is judged by the part's peers, not its own history.
 
 >>> import numpy as np
 >>> from reflex_localize.flows.signals.job_pause import WindowActivity
@@ -74,7 +77,7 @@ def state_keys(
             state = gpu_state.get((node, index))
             if state is None and node in placement.gpus and not placement.gpus[node]:
                 state = node_state[node]  # a job on the node, its GPUs not known: all of them
-        else:
+        elif component == "host":
             state = node_state.get(node)
         keys.append(entity if state is None else f"{entity}{STATE_MARK}{state}")
     return np.array(keys, dtype=object)
