@@ -14,6 +14,9 @@ from xid79_capture import xid79_chunks
 
 from reflex_localize.flows.incidents.events import LocalizationEvent
 from reflex_localize.flows.io.sources import LineProtocolSource
+from reflex_localize.flows.judge.job_fields import JobConfig
+from reflex_localize.flows.judge.job_step import JobState
+from reflex_localize.flows.messages import ExplicitEvent
 from reflex_localize.flows.runner import run_in_process
 from reflex_localize.shell.simulated_source import SimulatorSource
 
@@ -69,3 +72,19 @@ def test_an_xid_only_the_training_process_reports_is_not_critical(
         assert critical == [("explicit", "critical", ("node-0006", "gpu", "3"))]
     else:
         assert critical == []
+
+
+def test_a_gpu_named_by_bus_id_and_by_index_is_one_finding_two_gpus_by_index_are_two() -> None:
+    """Without gpu_info the kernel log's XID 79 names the GPU by bus id and NVML's "GPU lost"
+    by index: one GPU, told once. Two GPUs both named by index are two parts."""
+
+    def error(index: str, kind: str) -> ExplicitEvent:
+        return ExplicitEvent(0, "n1", kind, 79, "gpu", index, "critical", kind, "")
+
+    job = JobState("j", JobConfig())
+    assert not job._critical_repeats(error("0000:ab:00", "xid"), 10**10)
+    assert job._critical_repeats(error("5", "gpu_lost"), 2 * 10**10)
+    other = JobState("j", JobConfig())
+    assert not other._critical_repeats(error("5", "xid"), 10**10)
+    assert not other._critical_repeats(error("3", "xid"), 10**10)
+    assert other._critical_repeats(error("3", "gpu_lost"), 2 * 10**10)

@@ -95,15 +95,22 @@ class IncidentTelling(SuspectRanking):
         """A critical error of a part whose critical error was told within the cooldown
         (an XID logged again, the GPU lost after its XID 79) repeats that finding; any other
         is told, and the part's time is noted."""
-        last = self.critical_told.get(root.entity)
-        if last is not None and end_ns - last < self.config.cooldown_s * 1e9:
-            return True
+        cooldown_ns = self.config.cooldown_s * 1e9
         self.critical_told = {
-            entity: told
-            for entity, told in self.critical_told.items()
-            if end_ns - told < self.config.cooldown_s * 1e9
+            key: told for key, told in self.critical_told.items() if end_ns - told < cooldown_ns
         }
-        self.critical_told[root.entity] = end_ns
+        # A GPU the kernel log names by bus id and NVML by index (no gpu_info to join them):
+        # a critical error of its node's GPUs where either side names the part by something
+        # other than its index is the same finding (the XID 79, then NVML's "GPU lost").
+        finding = f"{root.node}|{root.component}"
+        loose = not root.index.isdigit()
+        if root.entity in self.critical_told or (
+            finding in self.critical_told and (loose or finding + "~loose" in self.critical_told)
+        ):
+            return True
+        self.critical_told[root.entity] = self.critical_told[finding] = end_ns
+        if loose:
+            self.critical_told[finding + "~loose"] = end_ns
         return False
 
     def _opened(self, end_ns: int, in_cooldown: bool, named: set[tuple[str, str]]) -> None:
