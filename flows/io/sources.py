@@ -219,7 +219,9 @@ class LineProtocolSource(WindowedSource):
     (:mod:`schemas.line_decoder`). Lines whose node cannot be read that way (escapes, no node
     tag) are decoded by every process, which keeps its shards' rows; their rejects are counted
     by the process of shard 0 alone. Every process still reads every line's timestamp, so all
-    shards close the same windows.
+    shards close the same windows. (``reflex flow`` reads a file by byte range instead, so that
+    no process reads another's lines: :mod:`flows.io.range_replay`, which runs this source's
+    pass over each range.)
     """
 
     errors_per_shard = True
