@@ -9,11 +9,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from xid79_capture import xid79_chunks
 
 from reflex_localize.flows.io.sources import LineProtocolSource
 from reflex_localize.flows.judge import job_step
+from reflex_localize.flows.judge.rank_placement import placed_rows
+from reflex_localize.flows.messages import RankInfo, StepRows
 from reflex_localize.flows.runner import RunResult, run_in_process
 
 RANK_43 = re.compile(r"^train_step,cluster=sim,job=train,node=node-0006,rank=43 ")
@@ -55,3 +58,19 @@ def test_taken_as_they_come_the_claimed_steps_blamed_a_healthy_replica(
     monkeypatch.setattr(job_step, "placed_rows", lambda job, steps, members: (steps, []))
     triggers = [e.trigger for e in _replay(tmp_path).events]
     assert "loss_divergence" in triggers
+
+
+def test_a_rank_moved_to_a_spare_counts_from_both_nodes_while_both_records_last() -> None:
+    """An elastic restart moves rank 5 to a spare; the old node's record lasts until its shard
+    drops it. Rows from either are the rank's; a third node's are not."""
+    members = [RankInfo(5, "old", 5, 5, 0, 0, 1, ""), RankInfo(5, "spare", 5, 5, 0, 0, 1, "")]
+    nodes = np.array(["old", "spare", "other"], dtype=object)
+    steps = StepRows(
+        rank=np.array([5, 5, 5]), step=np.arange(3), step_time=np.ones(3), compute=np.ones(3),
+        comm=np.ones(3), time_ns=np.arange(3), checkpoint=np.ones(3), loss=np.ones(3), node=nodes,
+    )  # fmt: skip
+    kept, refused = placed_rows("j", steps, members)
+    assert kept.node.tolist() == ["old", "spare"]
+    assert [r.detail for r in refused] == [
+        "j rank 5 (placed on old, spare): 1 step rows from other"
+    ]

@@ -100,8 +100,9 @@ class JobState(JobTriggers):
         self.last_done = window
         parts.sort(key=lambda p: p.shard)
         refused: list[tuple[str, object]] = []
+        claims = [info for part in parts for info in part.members]
         for i, part in enumerate(parts):
-            steps, errors = placed_rows(self.job, part.steps, self.members)
+            steps, errors = placed_rows(self.job, part.steps, claims or self.members.values())
             if errors:
                 parts[i] = replace(part, steps=steps)
                 refused.extend(("error", error) for error in errors)

@@ -13,7 +13,7 @@ lost) is not judged this way: nothing says where it runs.
 >>> steps = StepRows(rank=np.array([0, 1, 1, 2]), step=np.arange(4), step_time=np.ones(4),
 ...     compute=np.ones(4), comm=np.ones(4), time_ns=np.arange(4), checkpoint=np.ones(4),
 ...     loss=np.ones(4), node=np.array(["n1", "n2", "n1", "n1"], dtype=object))
->>> kept, refused = placed_rows("j", steps, members)
+>>> kept, refused = placed_rows("j", steps, members.values())
 >>> kept.rank.tolist(), [r.detail for r in refused]
 ([0, 1, 2], ['j rank 1 (placed on n2): 1 step rows from n1'])
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -31,25 +32,32 @@ REASON = "rank_on_other_node"
 
 
 def placed_rows(
-    job: str, steps: StepRows, members: dict[int, RankInfo]
+    job: str, steps: StepRows, members: Iterable[RankInfo]
 ) -> tuple[StepRows, list[ErrorRecord]]:
-    """The rows whose node is their rank's (or unknown), and one error record per rank and
-    node whose rows were refused."""
+    """The rows whose node a membership record places their rank on (or whose rank no record
+    places), and one error record per rank and node whose rows were refused. ``members``: every
+    membership record the job's shards hold, so a rank that moved to a spare (an elastic
+    restart) is placed on both nodes while the old one's record lasts."""
     nodes = steps.node
-    if not members or len(nodes) != len(steps.rank) or not len(nodes):
+    placed: dict[int, set[str]] = {}
+    for info in members:
+        placed.setdefault(info.rank, set()).add(info.node)
+    if not placed or len(nodes) != len(steps.rank) or not len(nodes):
         return steps, []  # no membership, or rows from before the node column
-    placed = np.array(
-        [members[r].node if r in members else "" for r in steps.rank.tolist()], object
+    pairs = list(zip(steps.rank.tolist(), nodes.tolist(), strict=True))
+    wrong = np.array(
+        [rank in placed and node != "" and node not in placed[rank] for rank, node in pairs],
+        dtype=bool,
     )
-    wrong = (placed != "") & (nodes != "") & (placed != nodes)
     if not wrong.any():
         return steps, []
-    refused = Counter(zip(steps.rank[wrong].tolist(), nodes[wrong].tolist(), strict=True))
+    refused = Counter(pair for pair, bad in zip(pairs, wrong.tolist(), strict=True) if bad)
     errors = [
         ErrorRecord(
             "membership",
             REASON,
-            f"{job} rank {rank} (placed on {members[rank].node}): {count} step rows from {node}",
+            f"{job} rank {rank} (placed on {', '.join(sorted(placed[rank]))}): {count} step "
+            f"rows from {node}",
         )
         for (rank, node), count in sorted(refused.items())
     ]
