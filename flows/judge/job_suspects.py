@@ -7,12 +7,14 @@ import numpy as np
 from reflex_localize.flows.impact.model import ImpactModel
 from reflex_localize.flows.impact.model_file import ImpactModelFile
 from reflex_localize.flows.incidents.events import Suspect
+from reflex_localize.flows.judge.job_evidence import FABRIC_WIDE_NODES
 from reflex_localize.flows.judge.job_fields import (
     DEFAULT_PROFILE,
     INFO_MIN_SLOWDOWN,
     PERSIST_WINDOWS,
     JobFields,
 )
+from reflex_localize.flows.judge.site_blame import SWITCH_TAG
 from reflex_localize.flows.messages import ExplicitEvent
 from reflex_localize.flows.signals.derive import STEP_SIGNAL
 
@@ -88,7 +90,37 @@ class SuspectRanking(JobFields):
         """The suspects whose evidence held, from the first whose slowing score is worth
         naming: whom a regression's event leads with."""
         held = [s for s in suspects if self._held(s.entity, end_ns)]
-        return self._slowing_lead(self._changed_first(held))
+        return self._slowing_lead(self._changed_first(self._local(held)))
+
+    def _local(self, suspects: list[Suspect]) -> list[Suspect]:
+        """The suspects whose evidence is their own: a part whose every signal this window is
+        one that a quarter of the job's nodes (three at least, not all under one switch) show
+        at once (fabric-wide congestion, a shared filesystem) is the fabric's or the site's,
+        never a node's lead. A node's compound counts by its parts' signals. Nodes all under
+        one switch stay, for the switch rule."""
+        nodes_with: dict[str, set[str]] = {}
+        signals_of: dict[str, set[str]] = {}
+        for entity, amounts in self.book.amounts.items():
+            node = entity.split("|", 1)[0]
+            for signal, amount in amounts.items():
+                if amount > 0:
+                    nodes_with.setdefault(signal, set()).add(node)
+                    signals_of.setdefault(entity, set()).add(signal)
+                    signals_of.setdefault(f"{node}|node|-", set()).add(signal)
+        bar = max(FABRIC_WIDE_NODES, self.node_count / 4)
+        wide = {
+            signal
+            for signal, nodes in nodes_with.items()
+            if len(nodes) >= bar and not self._one_switch(nodes)
+        }
+        if not wide:
+            return suspects
+        return [s for s in suspects if not signals_of.get(s.entity) or signals_of[s.entity] - wide]
+
+    def _one_switch(self, nodes: set[str]) -> bool:
+        """Every one of the nodes hangs under one known switch."""
+        switches = {self.sites.get(node, {}).get(SWITCH_TAG) for node in nodes}
+        return len(switches) == 1 and None not in switches
 
     def _changed_first(self, suspects: list[Suspect]) -> list[Suspect]:
         """Parts whose state changed about when the job slowed come before parts whose every

@@ -14,8 +14,6 @@ straggler.
   rail, and slower ports are not. The highest rate seen is the port's capability, so a rail
   that trains down later stays a rail and is judged against the other rails. A node that
   reports no rate at all keeps every port a possible rail: nothing tells them apart.
-* A node whose InfiniBand/RoCE ports are seen has its rails among them: its netdevs (a
-  storage or front-end Ethernet NIC, or the netdev face of an HCA) are no rails.
 
 Ports are peers only of ports of their role and capability (:func:`port_kinds`): a 100 Gb/s
 storage HCA on every node beside 200 Gb/s rails is not a slow rail either; a capability that
@@ -69,7 +67,6 @@ def nic_roles(
     for entity, peak in peaks.items():
         node = entity.split("|", 1)[0]
         fastest[node] = max(fastest.get(node, 0.0), peak)
-    with_hcas = {e.split("|", 1)[0] for e in names if _is_hca_port(e)}
     roles = {}
     for entity in names:
         node, component, _ = entity.split("|")
@@ -77,8 +74,6 @@ def nic_roles(
             continue
         if node in placed_nodes:
             roles[entity] = RAIL if entity in served else OTHER
-        elif node in with_hcas and not _is_hca_port(entity):
-            roles[entity] = OTHER
         else:
             top = fastest.get(node, 0.0)
             roles[entity] = RAIL if peaks.get(entity, top) >= RAIL_SHARE * top else OTHER
@@ -113,8 +108,3 @@ def port_kinds(roles: Mapping[str, str], peaks: Mapping[str, float]) -> dict[str
         entity: kind if 2 * len(nodes_of[kind]) >= len(nodes) else common[kind.split("@", 1)[0]]
         for entity, kind in kinds.items()
     }
-
-
-def _is_hca_port(entity: str) -> bool:
-    """An InfiniBand/RoCE port (``hca/port``), not a netdev."""
-    return "/" in entity.rsplit("|", 1)[1]
