@@ -13,6 +13,7 @@ from reflex_localize.flows.judge import job_evidence
 from reflex_localize.flows.judge.job_evidence import EvidenceBook
 from reflex_localize.flows.judge.job_fields import JobConfig, default_weights
 from reflex_localize.flows.judge.job_step import JobState
+from reflex_localize.flows.judge.nic_roles import nic_roles
 from reflex_localize.flows.messages import ExplicitEvent, RankInfo
 from reflex_localize.flows.signals.derive import SIGNAL_INDEX, SIGNAL_NAMES
 
@@ -94,3 +95,10 @@ def test_a_port_that_is_no_rail_going_down_is_a_warning_a_rail_going_down_critic
     assert job._off_rail(down("eno1")).severity == "warning"
     assert job._off_rail(down("mlx5_0/1")).severity == "critical"
     assert job._off_rail(down("eth9")).severity == "critical"  # a port no window has judged
+
+
+def test_an_ipoib_netdev_is_its_hca_s_face_whatever_its_reported_speed() -> None:
+    entities = np.array(["n1|nic|mlx5_2/1", "n1|nic|ib2", "n1|nic|eno1"], dtype=object)
+    rates = np.array([400.0, 10.0, 25.0])  # IPoIB's reported speed says nothing of the rail
+    roles = nic_roles(entities, rates, {"n1|gpu|2": "n1|nic|mlx5_2/1"}, {})
+    assert roles == {"n1|nic|mlx5_2/1": "rail", "n1|nic|ib2": "rail", "n1|nic|eno1": "other"}

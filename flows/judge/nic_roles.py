@@ -9,7 +9,8 @@ straggler.
 
 * Where ``gpu_topology`` says which HCA port serves which GPU, the ports that serve a GPU are
   the node's rails and every other port is not.
-* Without it, a port (an InfiniBand/RoCE port by its rate, a netdev by its speed) whose
+* An IPoIB netdev (``ib0``, ``ibp3s0``) is the face of an HCA: its role is a rail's.
+* Without topology, a port (an InfiniBand/RoCE port by its rate, a netdev by its speed) whose
   highest rate seen is at least ``RAIL_SHARE`` of the fastest port of its node is taken for a
   rail, and slower ports are not. The highest rate seen is the port's capability, so a rail
   that trains down later stays a rail and is judged against the other rails. A node that
@@ -69,10 +70,14 @@ def nic_roles(
         fastest[node] = max(fastest.get(node, 0.0), peak)
     roles = {}
     for entity in names:
-        node, component, _ = entity.split("|")
+        node, component, index = entity.split("|")
         if component != "nic":
             continue
-        if node in placed_nodes:
+        if index.startswith("ib"):
+            # Linux names an InfiniBand port's IP interface ib0, ib1, ibp3s0: the netdev face
+            # of an HCA, whose link is its rail's. (gpu_topology names the HCA, not it.)
+            roles[entity] = RAIL
+        elif node in placed_nodes:
             roles[entity] = RAIL if entity in served else OTHER
         else:
             top = fastest.get(node, 0.0)
