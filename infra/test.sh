@@ -12,8 +12,8 @@ export REFLEX_INFLUXD
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 set +e
-# Two workers (this machine's cores); tests marked realtime share one worker, one at a time.
-.venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
+# Two workers (this machine's cores); each test file runs whole on one of them (tests/conftest.py).
+.venv/bin/python -m pytest -n 2 --dist loadfile "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

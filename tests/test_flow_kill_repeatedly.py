@@ -15,7 +15,7 @@ from test_flow_recovery import baseline_counts, finish, flow
 
 from reflex_localize.flows.io.sinks import read_events
 
-pytestmark = [pytest.mark.slow, pytest.mark.realtime]
+pytestmark = pytest.mark.slow
 KILLS = 10
 
 

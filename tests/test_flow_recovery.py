@@ -16,7 +16,7 @@ import pytest
 from reflex_localize.flows.io.sinks import read_events
 from reflex_localize.schemas.codec import decode
 
-pytestmark = [pytest.mark.slow, pytest.mark.realtime]
+pytestmark = pytest.mark.slow
 SOURCE = "sim:demo:7"  # 32 nodes, 10 minutes, three localization events
 
 

@@ -147,7 +147,6 @@ def test_the_source_says_once_what_it_cannot_read(
     assert not [error for batch in batches for error in batch.errors]
 
 
-@pytest.mark.realtime
 def test_a_live_push_after_a_backfill_gives_the_replays_events(
     influx: InfluxServer, influx_bucket: str, tmp_path: Path
 ) -> None:

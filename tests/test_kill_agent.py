@@ -20,7 +20,7 @@ import pytest
 from conftest import ALL_TIME
 from test_collectors_agent import write_config
 
-pytestmark = [pytest.mark.influx, pytest.mark.slow, pytest.mark.realtime]
+pytestmark = [pytest.mark.influx, pytest.mark.slow]
 KILLS = 10
 TICK_S = 0.2
 

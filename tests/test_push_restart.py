@@ -38,7 +38,7 @@ from reflex_localize.influx.local_server import InfluxServer, free_port
 from reflex_localize.influx.replication import remove_stream, stream_status
 from reflex_localize.shell.push_wiring import replay_clock
 
-pytestmark = [pytest.mark.influx, pytest.mark.slow, pytest.mark.realtime]
+pytestmark = [pytest.mark.influx, pytest.mark.slow]
 __all__ = ["expected_events", "telemetry"]  # module fixtures, shared with test_push_source
 S = 10**9
 

@@ -29,7 +29,7 @@ from reflex_localize.schemas.line_file import line_stamp
 from reflex_localize.shell.push_wiring import replay_clock
 from reflex_localize.shell.simulated_source import SimulatorSource
 
-pytestmark = [pytest.mark.influx, pytest.mark.realtime]
+pytestmark = pytest.mark.influx
 WINDOW_NS = 10 * 10**9
 SPEED = 10.0
 # Windows close 20 s (of the replay's time) after their end, and each window is written 10 s

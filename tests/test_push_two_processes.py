@@ -21,7 +21,7 @@ from reflex_localize.influx.local_server import InfluxServer, consecutive_free_p
 from reflex_localize.influx.replication import remove_stream, stream_status
 from reflex_localize.shell.push_wiring import replay_clock
 
-pytestmark = [pytest.mark.influx, pytest.mark.slow, pytest.mark.realtime]
+pytestmark = [pytest.mark.influx, pytest.mark.slow]
 __all__ = ["expected_events", "telemetry"]  # module fixtures, shared with test_push_source
 S = 10**9
 # A quarter of the pace of the one-process test: two flow processes start and run beside
