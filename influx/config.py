@@ -134,7 +134,9 @@ def load_config(path: Path | str | None, env: Mapping[str, str] | None = None) -
     identity = section_as(merged.get("identity", {}), Identity, where=_where(file_path, "identity"))
     if not identity.node:
         identity = dataclasses.replace(identity, node=socket.gethostname())
-    return Config(file_path, influx, identity, merged)
+    # Arrays of tables ([[telemetry_instances]]) are kept as they are, for whoever reads them.
+    arrays = {name: value for name, value in raw.items() if isinstance(value, list)}
+    return Config(file_path, influx, identity, {**arrays, **merged})
 
 
 def section_as(values: Mapping[str, Any], cls: type[T], *, where: str) -> T:

@@ -215,7 +215,10 @@ def command(
         _check_push()
     if "influx" in (sink, source) or source == "influx-push":
         # A clear error before any process; an InfluxDB that is down is waited for.
-        check_token(influx.require(f"--source {source} --sink {sink}"), service=True)
+        results = influx.require(f"--source {source} --sink {sink}")
+        reads = influx.telemetry_instances() if source.startswith("influx") else ()
+        for settings in dict.fromkeys((results, *reads)):
+            check_token(settings, service=True)
     out.mkdir(parents=True, exist_ok=True)
     env = {
         **influx.env,

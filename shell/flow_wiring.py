@@ -2,7 +2,8 @@
 (every process of a Bytewax cluster imports the flow the same way). ``reflex flow`` sets them.
 
 * ``REFLEX_SOURCE``: ``sim:SCENARIO[:SEED]``, ``file:PATH.lp``, ``influx`` (the ``[influx]``
-  settings of ``REFLEX_CONFIG`` and the environment, see :mod:`reflex_localize.influx.config`)
+  settings of ``REFLEX_CONFIG`` and the environment, see :mod:`reflex_localize.influx.config`,
+  or every ``[[telemetry_instances]]`` of that file, see :mod:`reflex_localize.influx.instances`)
   or ``influx-push`` (a replication stream pushes to the flow, see :mod:`shell.push_wiring`).
 * ``REFLEX_SHARDS``: partitions of nodes (default 4). Keep it fixed for a deployment: a node's
   state lives in its shard.
@@ -39,7 +40,8 @@ from reflex_localize.flows.judge.alarm_budget import DEFAULT_BUDGET
 from reflex_localize.flows.judge.job_step import JobConfig
 from reflex_localize.flows.judge.weights import load_weights
 from reflex_localize.flows.localize import build_flow
-from reflex_localize.influx.config import InfluxSettings, load_config
+from reflex_localize.influx.config import Config, InfluxSettings, load_config
+from reflex_localize.influx.instances import telemetry_instances
 from reflex_localize.shell.flow_health import process_index, with_health
 from reflex_localize.shell.logging_setup import configure_from_env
 from reflex_localize.shell.simulated_source import SimulatorSource
@@ -66,7 +68,8 @@ def source_from_env(window_seconds: float) -> Source:
     if spec == "influx-push":
         from reflex_localize.shell.push_wiring import push_source
 
-        return push_source(_influx_settings(), shards, window_seconds)
+        config = _influx_config()
+        return push_source(config.influx, shards, window_seconds, telemetry_instances(config))
     raise WiringError(
         f"REFLEX_SOURCE={spec!r}: expected sim:SCENARIO[:SEED], file:PATH, influx or influx-push"
     )
@@ -85,19 +88,24 @@ def sinks_from_env() -> FlowSinks:
 
 
 def _influx_source(shards: int, window_seconds: float) -> Source:
+    """The polling source: over one instance, or over each of several, shard by shard."""
+    from reflex_localize.flows.io.influx_instances import InstancesSource
     from reflex_localize.flows.io.influx_source import QUERY_TIMEOUT_S, InfluxSource
 
-    influx = _influx_settings()
     start, stop = os.environ.get("REFLEX_START_NS"), os.environ.get("REFLEX_STOP_NS")
-    return InfluxSource(
-        dataclasses.replace(influx, timeout_s=max(influx.timeout_s, QUERY_TIMEOUT_S)),
-        n_shards=shards,
-        window_seconds=window_seconds,
-        lag_seconds=float(os.environ.get("REFLEX_LAG_SECONDS", "5")),
-        start_ns=int(start) if start else None,
-        stop_ns=int(stop) if stop else None,
-        measure_server_clock=True,
-    )
+    readers = [
+        InfluxSource(
+            dataclasses.replace(influx, timeout_s=max(influx.timeout_s, QUERY_TIMEOUT_S)),
+            n_shards=shards,
+            window_seconds=window_seconds,
+            lag_seconds=float(os.environ.get("REFLEX_LAG_SECONDS", "5")),
+            start_ns=int(start) if start else None,
+            stop_ns=int(stop) if stop else None,
+            measure_server_clock=True,
+        )
+        for influx in telemetry_instances(_influx_config())
+    ]
+    return readers[0] if len(readers) == 1 else InstancesSource(readers)
 
 
 def _influx_sinks(out: Path) -> FlowSinks:
@@ -108,14 +116,19 @@ def _influx_sinks(out: Path) -> FlowSinks:
 
 
 def _influx_settings() -> InfluxSettings:
+    return _influx_config().influx
 
+
+def _influx_config() -> Config:
+    """The config, with ``[influx]`` (where results go, and what telemetry instances default
+    to) there."""
     config = load_config(os.environ.get("REFLEX_CONFIG") or None)
     if not config.influx.configured or not config.influx.token:
         raise WiringError(
             "InfluxDB is not configured: set [influx] url and token_file in REFLEX_CONFIG, or "
             "REFLEX_INFLUX_URL and REFLEX_INFLUX_TOKEN(_FILE)"
         )
-    return config.influx
+    return config
 
 
 def _shard_keys() -> str:

@@ -96,6 +96,23 @@ class InfluxOptions:
             )
         return settings
 
+    def telemetry_instances(self) -> tuple[InfluxSettings, ...]:
+        """The instances the flow reads telemetry from (:mod:`reflex_localize.influx.instances`),
+        or a clear error for a table that is wrong or whose url is not http(s)."""
+        from reflex_localize.influx.instances import telemetry_instances
+
+        try:
+            instances = telemetry_instances(self.config())
+        except ConfigError as error:
+            raise click.ClickException(str(error)) from None
+        for number, settings in enumerate(instances, 1):
+            if not _is_http_url(settings.url):
+                raise click.UsageError(
+                    f"InfluxDB URL {settings.url!r} (telemetry instance #{number}): "
+                    "expected http://HOST:PORT or https://HOST:PORT"
+                )
+        return instances
+
 
 def _is_http_url(url: str) -> bool:
     address = urlsplit(url)

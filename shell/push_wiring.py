@@ -12,7 +12,8 @@
   ``DATA_NS`` at wall time ``WALL_NS`` and runs ``SPEED`` times faster, to replay past telemetry
   through InfluxDB faster than real time (tests, benchmarks); unset, the wall clock.
 
-The backfill reads the ``[influx]`` bucket with the ``[influx]`` token (read access is enough);
+The backfill reads the ``[influx]`` bucket with the ``[influx]`` token (read access is enough),
+or each ``[[telemetry_instances]]`` of the config (:mod:`reflex_localize.influx.instances`);
 ``REFLEX_LAG_SECONDS``, ``REFLEX_START_NS`` and ``REFLEX_STOP_NS`` mean what they mean for the
 polling source.
 """
@@ -35,7 +36,12 @@ class PushWiringError(ValueError):
     pass
 
 
-def push_source(influx: InfluxSettings, shards: int, window_seconds: float) -> PushSource:
+def push_source(
+    influx: InfluxSettings,
+    shards: int,
+    window_seconds: float,
+    backfill_from: tuple[InfluxSettings, ...] = (),
+) -> PushSource:
     host, port = _listen(os.environ.get("REFLEX_PUSH_LISTEN") or "127.0.0.1:8087")
     start, stop = os.environ.get("REFLEX_START_NS"), os.environ.get("REFLEX_STOP_NS")
     clock, speed = replay_clock(os.environ.get("REFLEX_PUSH_REPLAY", ""))
@@ -52,6 +58,7 @@ def push_source(influx: InfluxSettings, shards: int, window_seconds: float) -> P
         ssl_context=_tls(),
         clock=clock,
         clock_speed=speed,
+        backfill_from=backfill_from,
     )
 
 

@@ -22,6 +22,8 @@ polls, as the polling source does.)
 (``maxQueueSizeBytes`` or ``maxAgeSeconds`` passed, or the stream re-created): whatever the
 queue dropped lies before ``push_from`` and is read from the bucket, a bounded backfill of
 ``max_windows_per_query`` windows per step, after which the push stream takes over.
+With several InfluxDB instances (``backfill_from``, each replicating its rack groups' nodes to
+the flow), the backfill reads every one for each window (:mod:`flows.io.influx_instances`).
 
 **Windows** close by this host's clock, ``lag`` seconds after their end, like the polling
 source. A line for a window already closed is ``late`` in the error stream; a line repeated
@@ -51,6 +53,7 @@ from datetime import UTC, datetime
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
+from reflex_localize.flows.io.influx_instances import InstancesPartition
 from reflex_localize.flows.io.influx_source import InfluxPartition, InfluxSource
 from reflex_localize.flows.io.push_receiver import DEFAULT_MAX_BODY_BYTES, PushReceiver
 from reflex_localize.flows.io.sources import line_owner, select_shard, shard_names
@@ -88,7 +91,8 @@ class PushStats:
 class PushSource(FixedPartitionedSource[WindowBatch, int]):
     """Telemetry pushed by an InfluxDB replication stream, one partition per shard of nodes.
 
-    ``settings`` reach the replicated bucket for the backfill (a read token);
+    ``settings`` reach the replicated bucket for the backfill (a read token), or
+    ``backfill_from`` does, one per InfluxDB instance that replicates to the flow;
     ``push_token`` is what the stream must present. ``start_ns``: a fresh start's first
     window (default: the open one); ``stop_ns``: where the source ends (tests, benchmarks).
     ``clock`` closes the windows; ``clock_speed`` is how fast it runs against this host's
@@ -112,10 +116,12 @@ class PushSource(FixedPartitionedSource[WindowBatch, int]):
         ssl_context: ssl.SSLContext | None = None,
         clock: Callable[[], int] = time.time_ns,
         clock_speed: float = 1.0,
+        backfill_from: tuple[InfluxSettings, ...] = (),
     ) -> None:
         if n_shards < 1 or window_seconds <= 0 or lag_seconds < 0:
             raise ValueError("need n_shards >= 1, window_seconds > 0, lag_seconds >= 0")
         self.settings, self.n_shards = settings, n_shards
+        self.backfill_from = backfill_from or (settings,)
         self.window_ns, self.lag_ns = int(window_seconds * 1e9), int(lag_seconds * 1e9)
         self.start_ns, self.stop_ns, self.clock = start_ns, stop_ns, clock
         self.clock_speed = clock_speed
@@ -242,19 +248,24 @@ class PushPartition(StatefulSourcePartition[WindowBatch, int]):
         self._foreign = ForeignTranslator()
         self._warned = False  # that the stream has not taken over
         self.stats = PushStats()
-        self._reader = InfluxSource(
-            source.settings,
-            n_shards=source.n_shards,
-            window_seconds=source.window_ns / 1e9,
-            lag_seconds=source.lag_ns / 1e9,
-            stop_ns=source.stop_ns,
-            max_windows_per_query=source.max_windows,
-            clock=source.clock,
-        )
+        self._readers = [
+            InfluxSource(
+                settings,
+                n_shards=source.n_shards,
+                window_seconds=source.window_ns / 1e9,
+                lag_seconds=source.lag_ns / 1e9,
+                stop_ns=source.stop_ns,
+                max_windows_per_query=source.max_windows,
+                clock=source.clock,
+            )
+            for settings in source.backfill_from
+        ]
         # The backfill translates foreign points with the push's translator: one memory (last
         # XID, counters) whichever way a window comes.
-        self._backfill: InfluxPartition | None = InfluxPartition(
-            self._reader, shard, cursor_ns, translator=self._foreign
+        parts = [InfluxPartition(r, shard, cursor_ns, translator=self._foreign)
+                 for r in self._readers]  # fmt: skip
+        self._backfill: InfluxPartition | InstancesPartition | None = (
+            parts[0] if len(parts) == 1 else InstancesPartition(parts, cursor_ns)
         )
 
     def go_live(self, closing_ns: int) -> None:
@@ -266,7 +277,8 @@ class PushPartition(StatefulSourcePartition[WindowBatch, int]):
         with self._lock:
             self.push_from = push_from_ns
             stop = self._source.stop_ns
-            self._reader.stop_ns = push_from_ns if stop is None else min(stop, push_from_ns)
+            for reader in self._readers:
+                reader.stop_ns = push_from_ns if stop is None else min(stop, push_from_ns)
             for window in [w for w in self._pending if w * self._source.window_ns < push_from_ns]:
                 self.stats.covered += len(self._pending.pop(window))
 
