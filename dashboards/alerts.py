@@ -6,6 +6,9 @@ URL as an InfluxDB secret so that it never appears in task text or run logs, cre
 long-retention bucket, and creates or updates each task by name: installing twice creates
 nothing new. Uninstalling deletes the tasks and secrets and keeps the downsampled data.
 
+The tasks are the only thing that notifies: installing also removes whatever else would post the
+same event again (:func:`superseded`), and says so.
+
 >>> AlertSettings("https://hooks.slack.com/services/T0/B0/x").min_severity
 2
 """
@@ -21,6 +24,7 @@ from influxdb_client import BucketRetentionRules, InfluxDBClient
 from influxdb_client.domain.task_create_request import TaskCreateRequest
 from influxdb_client.domain.task_update_request import TaskUpdateRequest
 from influxdb_client.rest import ApiException
+from influxdb_client.service.notification_rules_service import NotificationRulesService
 from influxdb_client.service.secrets_service import SecretsService
 
 from reflex_localize.influx.flux_literals import Duration, FluxValue, set_params
@@ -32,6 +36,11 @@ ROUTING_KEY_SECRET = "reflex_pagerduty_routing_key"
 PAYLOAD_FORMATS = ("slack", "pagerduty")
 DEFAULT_SILENCE = Duration("5m")
 DEFAULT_WEBHOOK_TIMEOUT = Duration("10s")
+# The rule `reflex setup` once made to post the statuses of Reflex's checks: the severity check
+# follows the events and the collector check the deadman task, so each of its posts was a second
+# one.
+NOTIFYING_RULE = "reflex-notify"
+_RULES_PAGE = 100
 _TASK_NAME = re.compile(r'^option task = \{name: "([^"]+)"', re.MULTILINE)
 
 
@@ -105,12 +114,22 @@ class AlertSettings:
         return out
 
 
+@dataclass(frozen=True)
+class Superseded:
+    """Something in the org that notifies what the shipped tasks already notify."""
+
+    kind: str  # "Task" or "NotificationRule", as InfluxDB's templates name them
+    name: str
+    id: str
+
+
 @dataclass
 class InstallReport:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    superseded: list[Superseded] = field(default_factory=list)  # removed, not shipped
 
 
 def check_webhook_url(url: str) -> None:
@@ -185,7 +204,8 @@ def _ensure_bucket(client: InfluxDBClient, org_id: str, settings: AlertSettings)
 
 
 def install(client: InfluxDBClient, org: str, settings: AlertSettings) -> InstallReport:
-    """Creates or updates every task; a second identical install changes nothing."""
+    """Creates or updates every task and removes what :func:`superseded` finds; a second
+    identical install changes nothing."""
     org_id = org_id_of(client, org)
     put_secrets(client, org_id, settings)
     _ensure_bucket(client, org_id, settings)
@@ -205,6 +225,7 @@ def install(client: InfluxDBClient, org: str, settings: AlertSettings) -> Instal
             update = TaskUpdateRequest(flux=flux, status="active")
             tasks.update_task_request(existing[0].id, update)
             report.updated.append(name)
+    report.superseded = retire(client, superseded(client, org_id))
     return report
 
 
@@ -216,8 +237,42 @@ def uninstall(client: InfluxDBClient, org: str) -> InstallReport:
         for task in tasks.find_tasks(name=name, org_id=org_id):
             tasks.delete_task(task.id)
             report.removed.append(name)
+    report.superseded = retire(client, superseded(client, org_id))
     delete_secrets(client, org_id)
     return report
+
+
+def superseded(client: InfluxDBClient, org_id: str) -> list[Superseded]:
+    """What would post an event a second time: a task that posts to Reflex's webhook secret
+    under a name this version does not ship, and the notification rule ``reflex-notify``."""
+    shipped = {task_name(text) for text in scripts().values()}
+    found = [
+        Superseded("Task", task.name, task.id)
+        for task in client.tasks_api().find_tasks_iter(org_id=org_id)
+        if task.name not in shipped and f'"{WEBHOOK_SECRET}"' in (task.flux or "")
+    ]
+    rules, offset = NotificationRulesService(client.api_client), 0
+    while True:
+        page = rules.get_notification_rules(org_id, offset=offset, limit=_RULES_PAGE)
+        listed = page.notification_rules or []
+        found += [
+            Superseded("NotificationRule", rule.name, rule.id)
+            for rule in listed
+            if rule.name == NOTIFYING_RULE
+        ]
+        if len(listed) < _RULES_PAGE:
+            return found
+        offset += _RULES_PAGE
+
+
+def retire(client: InfluxDBClient, doomed: list[Superseded]) -> list[Superseded]:
+    """Deletes what :func:`superseded` found; returns it."""
+    for item in doomed:
+        if item.kind == "Task":
+            client.tasks_api().delete_task(item.id)
+        else:
+            NotificationRulesService(client.api_client).delete_notification_rules_id(item.id)
+    return doomed
 
 
 def put_secrets(client: InfluxDBClient, org_id: str, settings: AlertSettings) -> None:

@@ -8,9 +8,8 @@ who use the ``influx`` CLI) and what ``reflex setup`` applies (the operator's se
   the template's ``every``/``offset``, since InfluxDB writes that line itself);
 - real checks, whose statuses land in ``_monitoring`` and show under Alerts in the UI: the
   severity of localization events, the compound score of node components, and a deadman on the
-  collectors' self-metrics;
-- an HTTP notification endpoint and a rule that sends it the statuses of Reflex's checks (only
-  those: they carry the tag ``source=reflex``) at or above the minimum severity;
+  collectors' self-metrics. No notification rule sends their statuses: the tasks already post
+  each event and each silent collector, and a rule would post them a second time;
 - a ``reflex`` label on all of it, and variables naming the buckets and the nodes.
 
 >>> resources = build(TemplateSettings(AlertSettings("http://127.0.0.1:9099/")))
@@ -34,10 +33,8 @@ LABEL = "reflex"
 CHECK_TAG = {"key": "source", "value": "reflex"}
 # The template as `influx apply -f` takes it, rendered with the defaults below.
 TEMPLATE_FILE = Path(__file__).resolve().parents[1] / "influx" / "template" / "reflex.json"
-# Where `reflex alerts relay` listens by default: the checked-in template posts there.
+# Where `reflex alerts relay` listens by default: where `reflex setup` has the tasks post.
 DEFAULT_WEBHOOK_URL = "http://127.0.0.1:9099/"
-# InfluxDB's check and rule levels, by Reflex severity (1 info, 2 warning, 3 critical).
-LEVELS = {1: "INFO", 2: "WARN", 3: "CRIT"}
 ONE_MINUTE, ONE_DAY = Duration("1m"), Duration("24h")
 _TASK_OPTION = re.compile(r"^option task = \{([^}]*)\}\n", re.MULTILINE)
 _TASK_FIELD = re.compile(r"(\w+): (\"[^\"]*\"|[^,\s]+)")
@@ -53,7 +50,6 @@ class TemplateSettings:
     telemetry_retention_days: int = 30
     results_retention_days: int = 400
     check_every: Duration = ONE_MINUTE
-    rule_every: Duration = ONE_MINUTE
     # How far back the deadman looks for a node's last report: past it, a node is forgotten.
     deadman_stale: Duration = ONE_DAY
 
@@ -182,30 +178,6 @@ def checks(settings: TemplateSettings) -> list[Json]:
     ]
 
 
-def notifications(settings: TemplateSettings) -> list[Json]:
-    alerts = settings.alerts
-    endpoint = {
-        "name": "reflex-webhook",
-        "description": "Where Reflex's check statuses are posted (InfluxDB's JSON)",
-        "type": "none",
-        "method": "POST",
-        "url": alerts.webhook_url,
-    }
-    levels = [LEVELS[s] for s in sorted(LEVELS, reverse=True) if s >= alerts.min_severity]
-    rule = {
-        "name": "reflex-notify",
-        "description": f"Statuses of Reflex's checks at {' or '.join(levels)}",
-        "endpointName": "endpoint-reflex-webhook",
-        "every": settings.rule_every.text,
-        "statusRules": [{"currentLevel": level} for level in levels],
-        "tagRules": [{**CHECK_TAG, "operator": "equal"}],
-    }
-    return [
-        resource("NotificationEndpointHTTP", "endpoint-reflex-webhook", _labelled(endpoint)),
-        resource("NotificationRule", "rule-reflex-notify", _labelled(rule)),
-    ]
-
-
 def variables(settings: TemplateSettings) -> list[Json]:
     alerts = settings.alerts
 
@@ -239,7 +211,6 @@ def build(settings: TemplateSettings) -> list[Json]:
         *buckets(settings),
         *variables(settings),
         *checks(settings),
-        *notifications(settings),
         *tasks(settings),
     ]
 
@@ -249,5 +220,5 @@ def render(resources: list[Json]) -> str:
 
 
 def default_template() -> str:
-    """The checked-in template: defaults, posting to ``reflex alerts relay`` on this host."""
+    """The checked-in template: the defaults (the tasks post to the org's webhook secret)."""
     return render(build(TemplateSettings(AlertSettings(DEFAULT_WEBHOOK_URL))))

@@ -32,9 +32,11 @@ def _client(settings: InfluxSettings) -> InfluxDBClient:
 
 
 def _print(report: InstallReport) -> None:
-    for verb, names in vars(report).items():
-        for name in names:
+    for verb in ("created", "updated", "unchanged", "removed"):
+        for name in getattr(report, verb):
             click.echo(f"{verb:9} {name}")
+    for item in report.superseded:
+        click.echo(f"{'removed':9} {item.kind} {item.name} (it posted what the tasks post)")
 
 
 @click.group()

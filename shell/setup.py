@@ -3,9 +3,10 @@
 Setting up, with the operator's token (the setup token or an all-access one):
 
 1. applies Reflex's template (:mod:`reflex_localize.dashboards.template`) as the stack
-   ``reflex``: buckets, tasks, checks, notification endpoint and rule, label, variables. A
-   bucket that already exists is used and left out of the stack, so removing never deletes it;
-2. stores the webhook URL as an org secret, where the alert tasks read it;
+   ``reflex``: buckets, tasks, checks, label, variables. A bucket that already exists is used
+   and left out of the stack, so removing never deletes it;
+2. stores the webhook URL as an org secret, where the alert tasks read it, and removes what
+   would post their events a second time (:func:`~reflex_localize.dashboards.alerts.superseded`);
 3. creates the least-privilege tokens (agent, flow, grafana: :mod:`influx.tokens`) into
    ``--tokens-dir`` as ``ROLE.token`` (mode 600); a token file already there whose token
    InfluxDB still takes is kept, so running setup twice makes no second token;
@@ -27,7 +28,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -37,12 +38,20 @@ from reflex_localize.dashboards.alerts import (
     delete_secrets,
     org_id_of,
     put_secrets,
+    retire,
+    superseded,
 )
 from reflex_localize.dashboards.template import DEFAULT_WEBHOOK_URL, TemplateSettings, build
 from reflex_localize.influx.config import InfluxSettings
 from reflex_localize.influx.connection import connect
 from reflex_localize.influx.flux_literals import Duration
-from reflex_localize.influx.stack import StackError, StackReport, apply_stack, remove_stack
+from reflex_localize.influx.stack import (
+    Change,
+    StackError,
+    StackReport,
+    apply_stack,
+    remove_stack,
+)
 from reflex_localize.influx.tokens import (
     ROLES,
     TokenError,
@@ -53,6 +62,9 @@ from reflex_localize.influx.tokens import (
 from reflex_localize.shell.cli_checks import INPUT_FILE, OUTPUT_FOLDER, check_token, influx_refusals
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
 from reflex_localize.shell.tokens import write_token_file
+
+if TYPE_CHECKING:
+    from influxdb_client import InfluxDBClient
 
 STACK_NAME = "reflex"
 STACK_TEXT = "Reflex: installed by reflex setup, removed by reflex setup --remove"
@@ -106,8 +118,6 @@ class SetupReport:
 @click.option("--min-severity", type=click.IntRange(1, 3), default=2, show_default=True)
 @click.option("--silence", default="5m", show_default=True, help="Deadman silence (Flux).")
 @click.option("--check-every", default="1m", show_default=True, help="Checks' interval (Flux).")
-@click.option("--notify-every", default="1m", show_default=True,
-              help="How often the rule sends new statuses (Flux).")  # fmt: skip
 @click.option("--results-bucket", default="reflex", show_default=True)
 @click.option("--telemetry-retention-days", type=click.IntRange(min=0), default=30,
               show_default=True, help="0 keeps telemetry forever.")  # fmt: skip
@@ -129,7 +139,6 @@ def command(
     min_severity: int,
     silence: str,
     check_every: str,
-    notify_every: str,
     results_bucket: str,
     telemetry_retention_days: int,
     results_retention_days: int,
@@ -153,7 +162,6 @@ def command(
             telemetry_retention_days=telemetry_retention_days,
             results_retention_days=results_retention_days,
             check_every=Duration(check_every),
-            rule_every=Duration(notify_every),
         )
     except (AlertConfigError, ValueError) as error:
         raise click.UsageError(str(error)) from None
@@ -184,15 +192,29 @@ def _set_up(
 ) -> SetupReport:
     resources = build(template)
     stack = apply_stack(operator, STACK_NAME, resources, dry_run=dry_run, description=STACK_TEXT)
+    # After the stack: a refused template leaves no secret behind, and what the stack removed
+    # itself is not found again.
+    with connect(operator) as client:
+        org_id = org_id_of(client, operator.org)
+        if not dry_run:
+            put_secrets(client, org_id, template.alerts)
+        stack = _without_superseded(client, org_id, stack)
     report = SetupReport(stack)
-    if not dry_run:  # after the stack: a refused template leaves no secret behind
-        with connect(operator) as client:
-            put_secrets(client, org_id_of(client, operator.org), template.alerts)
     if tokens_dir is not None:
         report.tokens = _tokens(operator, template.alerts, tokens_dir, dry_run)
     if push_url and push_token_file:
         report.stream = _stream(operator, push_url, push_token_file, dry_run)
     return report
+
+
+def _without_superseded(client: InfluxDBClient, org_id: str, stack: StackReport) -> StackReport:
+    """Removes (dry: lists) what would post the tasks' events again; the report says so."""
+    removed = {(change.kind, change.name) for change in stack.changes if change.action == "removed"}
+    found = [item for item in superseded(client, org_id) if (item.kind, item.name) not in removed]
+    if not stack.dry_run:
+        retire(client, found)
+    extra = tuple(Change(item.kind, item.name, "removed") for item in found)
+    return dataclasses.replace(stack, changes=stack.changes + extra)
 
 
 def _tokens(

@@ -20,7 +20,6 @@ from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
 from influxdb_client.rest import ApiException
 from influxdb_client.service.secrets_service import SecretsService
-from webhook_receiver import WebhookReceiver
 
 from reflex_localize.dashboards.alerts import WEBHOOK_SECRET
 from reflex_localize.dashboards.template import TEMPLATE_FILE
@@ -150,7 +149,7 @@ def test_setup_makes_everything_once_and_again_changes_nothing(
     made = _inventory(influx, org)
     assert set(made["buckets"]) >= OWN_BUCKETS
     assert set(made["checks"]) == CHECKS
-    assert set(made["rules"]) == {"reflex-notify"} and set(made["endpoints"]) == {"reflex-webhook"}
+    assert not made["rules"] and not made["endpoints"]  # the tasks alone notify
     assert set(made["labels"]) == {"reflex"} and set(made["variables"]) == VARIABLES
     assert set(made["tasks"]) == ALERT_TASKS
     with _client(influx, org) as client:
@@ -267,31 +266,23 @@ def test_setup_after_remove_replaces_dead_token_files(
     assert not list(tokens.iterdir())
 
 
-def test_checks_write_statuses_and_the_rule_posts_them(influx: InfluxServer, org: str) -> None:
-    with WebhookReceiver() as receiver:
-        _setup(influx, org, "--webhook-url", receiver.url, "--check-every", "2s",
-               "--notify-every", "2s")  # fmt: skip
-        point = (
-            f'reflex_event,cluster=c1,job=j1,trigger=xid severity=3i,event_id="e1" {time.time_ns()}'
-        )
-        with _client(influx, org) as client:
-            client.write_api(write_options=SYNCHRONOUS).write("reflex", org, point)
-            statuses: list[dict[str, Any]] = []
-            deadline = time.monotonic() + 30
-            while not statuses and time.monotonic() < deadline:
-                time.sleep(1)
-                tables = client.query_api().query(
-                    'from(bucket: "_monitoring") |> range(start: -5m) '
-                    '|> filter(fn: (r) => r._measurement == "statuses" and r._field == "_message")'
-                )
-                statuses = [dict(r.values) for t in tables for r in t.records]
-        assert statuses, "no check status reached _monitoring"
-        crit = [s for s in statuses if s["_check_name"] == "reflex-event-severity"]
-        assert crit and crit[0]["_level"] == "crit" and crit[0]["job"] == "j1"
-        posted = receiver.wait_for(1, timeout_s=30)
-    assert posted, "the notification rule posted nothing"
-    body = posted[0].json()
-    assert body["_check_name"] == "reflex-event-severity" and body["_level"] == "crit"
+def test_checks_write_statuses_on_their_own_schedule(influx: InfluxServer, org: str) -> None:
+    _setup(influx, org, "--webhook-url", HOOK, "--check-every", "2s")
+    point = f'reflex_event,cluster=c1,job=j1,trigger=xid severity=3i,event_id="e1" {time.time_ns()}'
+    with _client(influx, org) as client:
+        client.write_api(write_options=SYNCHRONOUS).write("reflex", org, point)
+        statuses: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 30
+        while not statuses and time.monotonic() < deadline:
+            time.sleep(1)
+            tables = client.query_api().query(
+                'from(bucket: "_monitoring") |> range(start: -5m) '
+                '|> filter(fn: (r) => r._measurement == "statuses" and r._field == "_message")'
+            )
+            statuses = [dict(r.values) for t in tables for r in t.records]
+    assert statuses, "no check status reached _monitoring"
+    crit = [s for s in statuses if s["_check_name"] == "reflex-event-severity"]
+    assert crit and crit[0]["_level"] == "crit" and crit[0]["job"] == "j1"
 
 
 def test_setup_refuses_tasks_it_did_not_make(influx: InfluxServer, org: str) -> None:

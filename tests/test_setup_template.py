@@ -44,8 +44,6 @@ def test_every_resource_kind_is_there_once_per_name_and_labelled() -> None:
         "Variable": 3,
         "CheckThreshold": 2,
         "CheckDeadman": 1,
-        "NotificationEndpointHTTP": 1,
-        "NotificationRule": 1,
         "Task": len(rendered_tasks(AlertSettings(HOOK))),
     }
     meta_names = [resource["metadata"]["name"] for resource in resources]
@@ -66,18 +64,10 @@ def test_tasks_leave_their_schedule_to_the_template() -> None:
     assert by_name["reflex-clock-skew"]["every"] == "5m"
 
 
-@pytest.mark.parametrize(("min_severity", "levels"), [(1, ["CRIT", "WARN", "INFO"]),
-                                                      (3, ["CRIT"])])  # fmt: skip
-def test_the_rule_sends_reflex_checks_at_or_above_the_minimum_severity(
-    min_severity: int, levels: list[str]
-) -> None:
-    settings = TemplateSettings(AlertSettings(HOOK, min_severity=min_severity))
-    kinds = _by_kind(build(settings))
-    rule = kinds["NotificationRule"][0]["spec"]
-    assert [status["currentLevel"] for status in rule["statusRules"]] == levels
-    assert rule["tagRules"] == [{"key": "source", "value": "reflex", "operator": "equal"}]
-    assert rule["endpointName"] == kinds["NotificationEndpointHTTP"][0]["metadata"]["name"]
-    assert kinds["NotificationEndpointHTTP"][0]["spec"]["url"] == HOOK
+def test_checks_are_tagged_and_no_rule_posts_their_statuses() -> None:
+    """The tasks post each event and each silent collector; a rule would post them again."""
+    kinds = _by_kind(build(TemplateSettings(AlertSettings(HOOK, min_severity=1))))
+    assert "NotificationRule" not in kinds and "NotificationEndpointHTTP" not in kinds
     for kind in ("CheckThreshold", "CheckDeadman"):
         for check in kinds[kind]:
             assert {"key": "source", "value": "reflex"} in check["spec"]["tags"]
