@@ -198,7 +198,7 @@ def _set_up(
         org_id = org_id_of(client, operator.org)
         if not dry_run:
             put_secrets(client, org_id, template.alerts)
-        stack = _without_superseded(client, org_id, stack)
+        stack = _retire_superseded(client, org_id, stack)
     report = SetupReport(stack)
     if tokens_dir is not None:
         report.tokens = _tokens(operator, template.alerts, tokens_dir, dry_run)
@@ -207,7 +207,7 @@ def _set_up(
     return report
 
 
-def _without_superseded(client: InfluxDBClient, org_id: str, stack: StackReport) -> StackReport:
+def _retire_superseded(client: InfluxDBClient, org_id: str, stack: StackReport) -> StackReport:
     """Removes (dry: lists) what would post the tasks' events again; the report says so."""
     removed = {(change.kind, change.name) for change in stack.changes if change.action == "removed"}
     found = [item for item in superseded(client, org_id) if (item.kind, item.name) not in removed]
