@@ -18,6 +18,7 @@ import numpy as np
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
 from reflex_localize.flows.io.byte_ranges import ByteRange
+from reflex_localize.flows.io.clock_survey import Node, NodeClocks, clock_node, survey_clocks
 from reflex_localize.flows.io.plain_runs import PlainRuns
 from reflex_localize.flows.io.shared_windows import SharedWindows, split_by_shard
 from reflex_localize.flows.io.stream_clock import StampCheck, median_start
@@ -209,7 +210,9 @@ class LineProtocolSource(WindowedSource):
     starts at the median of the first stamps; a stamp ahead of the wall clock or long before
     the stream is refused, named as a unit mistake where it is one; a line more than
     ``disorder_windows + 1`` windows ahead of the clock is held until ``jump_quorum`` lines
-    agree (a real gap in the capture) or the stream goes on without it (an outlier, refused).
+    of several nodes agree (a real gap in the capture) or the stream goes on without it (an
+    outlier, refused). A node whose clock is off is found from its lines against the others' at
+    the file's start, and its lines re-stamped (:mod:`flows.io.clock_survey`).
     Identical points (same series, same stamp) are counted as duplicates and kept once.
 
     The shards of one process share one pass over the file (:mod:`flows.shared_windows`),
@@ -227,7 +230,8 @@ class LineProtocolSource(WindowedSource):
     errors_per_shard = True
     rows_selected = True
     start_lines = 64  # stamps whose median starts the clock
-    jump_quorum = 32  # held lines that confirm a jump of the stream
+    jump_quorum = 32  # held lines that confirm a jump of the stream (from several nodes)
+    survey_bytes = 1 << 24  # read first to find the nodes whose clocks are off
     piece_chars = 1 << 22  # read at a time (tests make it small, to cross many pieces)
 
     def __init__(
@@ -242,6 +246,7 @@ class LineProtocolSource(WindowedSource):
         self.window_ns, self.disorder = int(window_seconds * 1e9), disorder_windows
         self.now_ns = now_ns
         self._shared: SharedWindows | None = None
+        self._clocks: NodeClocks | None = None
 
     def _windows(self) -> Iterator[tuple[int, list[Frame], list[ErrorRecord]]]:
         return self._pass(None)
@@ -251,10 +256,20 @@ class LineProtocolSource(WindowedSource):
             self._shared = SharedWindows(self._pass, self.n_shards)
         return self._shared.reader(index)
 
+    def _node_clocks(self) -> NodeClocks:
+        """The survey of the file's first bytes (the same in every pass, so made once); a node
+        within a window of the others, or 5 s, keeps its stamps: a collector that batches its
+        writes lands its lines about that much after the others' in a capture."""
+        if self._clocks is None:
+            tolerance_s = max(5.0, self.window_ns / 1e9)
+            self._clocks = survey_clocks(self.path, self.survey_bytes, tolerance_s)
+        return self._clocks
+
     def _first_stamps(self, offset: int = 0) -> list[int]:
         stamps = []
         span = None if offset == 0 else (offset, self.path.stat().st_size)
-        for _, lines, _ in data_pieces(self.path, 1 << 16, span=span):
+        for _, lines, raw in data_pieces(self.path, 1 << 16, span=span):
+            lines, _ = self._node_clocks().restamp(lines, raw)
             for line in lines:
                 stamp = line_stamp(line) if is_data(line) else None
                 if stamp is not None:
@@ -271,6 +286,9 @@ class LineProtocolSource(WindowedSource):
         start = median_start(self._first_stamps())
         check = StampCheck(start, self.now_ns()) if start is not None else None
         replay = _Replay(self, shards)
+        clocks = self._node_clocks()
+        if span is None or span.start == 0:  # told once: by the pass that owns the file's start
+            replay.errors += clocks.reports(replay.counts_node)
         clock_start = start
         if span is not None:
             clock_start = median_start(self._first_stamps(span.warm_from))
@@ -278,11 +296,13 @@ class LineProtocolSource(WindowedSource):
         if clock_start is not None:
             replay.newest = clock_start // self.window_ns
         held: list[tuple[int, str, int]] = []  # far-ahead lines waiting for the stream
+        held_nodes: set[Node | None] = set()  # their nodes: one node cannot move the clock
         since_held = 0  # lines within the clock read since the first held one
         low, high = check.bounds() if check is not None else (0.0, -1.0)
         mapping = replay.foreign.mapping
         runs = PlainRuns(replay, math.ceil(low), math.floor(high), self.window_ns, mapping)
         for before, lines, raw in self._pieces(replay, span, held):
+            lines, raw = clocks.restamp(lines, raw)
             runs.read(lines, raw)
             at = 0
             while at < len(lines):
@@ -312,9 +332,11 @@ class LineProtocolSource(WindowedSource):
                         continue
                     if stamp // self.window_ns > replay.newest + self.disorder + 1:
                         held.append((number, line, stamp))
-                        if len(held) >= self.jump_quorum:  # the stream jumped: follow it
-                            yield from replay.take_all(held)
+                        held_nodes.add(clock_node(line))
+                        if len(held) >= self.jump_quorum and len(held_nodes) >= clocks.jump_nodes:
+                            yield from replay.take_all(held)  # the stream jumped: follow it
                             held.clear()
+                            held_nodes.clear()
                             since_held = 0
                         continue
                     if held:
@@ -322,9 +344,10 @@ class LineProtocolSource(WindowedSource):
                         if since_held > 2 * self.jump_quorum:  # the stream went on without them
                             replay.refuse_ahead(held)
                             held.clear()
+                            held_nodes.clear()
                             since_held = 0
                 yield from replay.take(number, line, stamp)
-        if held and since_held == 0:
+        if held and since_held == 0 and len(held_nodes) >= clocks.jump_nodes:
             yield from replay.take_all(held)  # the stream ended after a jump: follow it
         elif held:
             replay.refuse_ahead(held)
@@ -399,6 +422,10 @@ class _Replay:
         if self.own_first == 1 and self.own_last == math.inf:
             return number
         return number + self.lines_before()
+
+    def counts_node(self, node: str) -> bool:
+        """Whether this pass counts the rejects of ``node``'s lines (its shard is one of its)."""
+        return self.mine is None or shard_of(node, self.source.n_shards) in self.mine
 
     def _counted(self, line: str) -> tuple[int, bool]:
         """The line's owning shard (-1: shared) and whether this pass counts its rejects."""
