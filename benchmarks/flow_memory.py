@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 from bytewax.inputs import FixedPartitionedSource
 
+from reflex_localize.flows.io.one_cluster import OneCluster
 from reflex_localize.flows.io.sources import _WindowPartition, shard_names, split_windows
 from reflex_localize.flows.judge.job_step import JobConfig
 from reflex_localize.flows.judge.shard_step import ShardConfig, ShardState
@@ -63,7 +64,8 @@ def plain_loop(source: ScaledSimulation) -> int:
     what memory the steps keep, without the runtime's. Returns the number of events."""
     names = source.list_parts()
     parts = [source.build_part("telemetry", name, None) for name in names]
-    shards = {name: _ShardLogic(ShardState(ShardConfig(cluster="sim"))) for name in names}
+    one = OneCluster("sim")
+    shards = {name: _ShardLogic(ShardState(ShardConfig(cluster="sim")), one) for name in names}
     build = job_logic(JobConfig(cluster="sim"))
     jobs: dict[str, Any] = {}
     events = 0

@@ -10,6 +10,7 @@ The shell runs it: ``reflex localize`` in-process, ``reflex flow`` under ``pytho
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from bytewax.dataflow import Dataflow
 from bytewax.inputs import Source
 from bytewax.operators import StatefulLogic
 
+from reflex_localize.flows.io.one_cluster import REASON, UNNAMED, OneCluster
 from reflex_localize.flows.io.shard_keys import state_key
 from reflex_localize.flows.io.sinks import FlowSinks
 from reflex_localize.flows.io.window_pieces import AssemblyLogic
@@ -30,11 +32,17 @@ Routed = tuple[str, Any]  # (route, item): route is "event", "points", "error" o
 
 
 class _ShardLogic(StatefulLogic[WindowBatch, Routed, ShardState]):
-    def __init__(self, state: ShardState) -> None:
-        self.state = state
+    def __init__(self, state: ShardState, one_cluster: OneCluster) -> None:
+        self.state, self.one_cluster = state, one_cluster
 
     def on_item(self, value: WindowBatch) -> tuple[list[Routed], bool]:
         out: list[Routed] = [("error", error) for error in value.errors]
+        frames, aside = self.one_cluster.keep(value.frames)
+        if aside:  # another cluster's rows: counted every window, told once
+            value = dataclasses.replace(value, frames=frames)
+            out += [("error", record) for record in self.one_cluster.tell(aside)]
+            ignored = {("ignored", REASON): sum(aside.values())}
+            out.append(("points", reject_points(ignored, self.state.config.cluster, value.end_ns)))
         try:
             out.extend(self.state.on_batch(value))
         except Exception as error:
@@ -112,12 +120,21 @@ def build_flow(
     sinks: FlowSinks,
     *,
     window_seconds: float = 10.0,
-    cluster: str = "sim",
+    cluster: str | None = None,
     job_config: JobConfig | None = None,
     shard_keys: str = "placed",
 ) -> Dataflow:
-    shard_config = ShardConfig(window_seconds=window_seconds, cluster=cluster)
-    job_config = job_config or JobConfig(window_seconds=window_seconds, cluster=cluster)
+    """The flow reads one cluster (:mod:`flows.io.one_cluster`): ``cluster``, which also tags
+    its results; None: the first named cluster its telemetry shows, whose name the results
+    then carry."""
+    named = cluster or UNNAMED
+    shard_config = ShardConfig(window_seconds=window_seconds, cluster=named)
+    job_config = job_config or JobConfig(window_seconds=window_seconds, cluster=named)
+
+    def follow(name: str) -> None:  # the states of this process share these configurations
+        shard_config.cluster = job_config.cluster = name
+
+    one_cluster = OneCluster(cluster, follow)
     flow = Dataflow("reflex-localize")
     batches = op.input("telemetry", flow, source)
     # WindowBatch: one per shard and window, in window order per shard. Keyed so that Bytewax
@@ -137,7 +154,9 @@ def build_flow(
         )
     # (shard, WindowBatch)
     shard_out = op.stateful(
-        "shard_step", by_shard, lambda resume: _ShardLogic(resume or ShardState(shard_config))
+        "shard_step",
+        by_shard,
+        lambda resume: _ShardLogic(resume or ShardState(shard_config), one_cluster),
     )
     # (shard, (route, item)): route = job name for JobWindows, else points/error
     routed = op.map("drop_shard_key", shard_out, lambda kv: kv[1])

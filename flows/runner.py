@@ -35,10 +35,11 @@ def run_in_process(
     *,
     window_seconds: float = 10.0,
     job_config: JobConfig | None = None,
-    cluster: str = "sim",
+    cluster: str | None = None,
     on_output: Callable[[str, Any], None] | None = None,
 ) -> RunResult:
-    """Runs the real Bytewax flow (``run_main``: one worker, in this thread)."""
+    """Runs the real Bytewax flow (``run_main``: one worker, in this thread) over one cluster:
+    ``cluster``, or None: the first its telemetry names (see :func:`flows.localize.build_flow`)."""
     result = RunResult()
 
     def collect(route: str, item: Any) -> None:

@@ -44,11 +44,17 @@ from reflex_localize.shell.cli_checks import (
     input_problem,
     scenario_problem,
 )
+from reflex_localize.shell.flow_cluster import (
+    chosen_cluster,
+    cluster_parameters,
+    untold_live_problem,
+)
 from reflex_localize.shell.influx_options import InfluxOptions, influx_options
 from reflex_localize.shell.recovery_guard import (
     Parameters,
     recovery_problem,
     remember_parameters,
+    saved_parameter,
 )
 from reflex_localize.shell.recovery_keys import keys_problem
 from reflex_localize.shell.reject_summary import read_reject_counts, report_rejects
@@ -135,7 +141,10 @@ def _load_weights(path: Path) -> object:
               help="Output directory: files, errors.jsonl, spool, recovery.")  # fmt: skip
 @influx_options
 @click.option("--results-bucket", default="reflex", show_default=True)
-@click.option("--cluster", default="default", show_default=True, help="cluster tag of results.")
+@click.option("--cluster",
+              help="The cluster this flow reads and names in its results; lines of others "
+                   "are counted and told once. Default: the recovery's, else the source's "
+                   "first.")  # fmt: skip
 @click.option("--shards", type=AT_LEAST_ONE, default=4, show_default=True,
               help="Node shards (source partitions). Fixed for a deployment.")  # fmt: skip
 @click.option("--shard-keys", type=click.Choice(SCHEMES), default="placed", show_default=True,
@@ -184,7 +193,7 @@ def command(
     out: Path,
     influx: InfluxOptions,
     results_bucket: str,
-    cluster: str,
+    cluster: str | None,
     shards: int,
     shard_keys: str,
     window: float,
@@ -211,6 +220,11 @@ def command(
         raise click.BadParameter(
             f"{stop_ns} is not after --start-ns {start_ns}", param_hint="'--stop-ns'"
         )
+    directory = None if no_recovery else recovery_dir or out / "recovery"
+    saved = saved_parameter(directory, "cluster") if directory is not None else None
+    cluster = chosen_cluster(cluster, source, saved)
+    if cluster is None and (problem := untold_live_problem(source, processes, addresses)):
+        raise click.UsageError(problem)
     if source == "influx-push":
         _check_push()
     if "influx" in (sink, source) or source == "influx-push":
@@ -232,7 +246,7 @@ def command(
         ),
         "REFLEX_SHARD_KEYS": shard_keys,
         "REFLEX_WINDOW_SECONDS": str(window),
-        "REFLEX_CLUSTER": cluster,
+        "REFLEX_CLUSTER": cluster or "",  # empty: the first cluster the flow sees
         "REFLEX_LAG_SECONDS": str(lag),
         "REFLEX_RESULTS_BUCKET": results_bucket,
         **({"REFLEX_HEALTH_ADDRESS": health_address} if health_address else {}),
@@ -249,9 +263,9 @@ def command(
         if value is not None:
             env[name] = str(value)
     args = [sys.executable, "-m", "bytewax.run", FLOW, "-w", str(workers)]
-    if not no_recovery:
-        directory = recovery_dir or out / "recovery"
-        parameters: Parameters = {"window": window, "shards": shards, "cluster": cluster}
+    if directory is not None:
+        parameters: Parameters = {"window": window, "shards": shards}
+        parameters.update(cluster_parameters(cluster, saved))
         problem = recovery_problem(directory, parameters)  # first: it opens each partition
         if problem is not None:
             raise click.ClickException(problem)

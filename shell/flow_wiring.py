@@ -12,6 +12,8 @@
 * ``REFLEX_SHARD_KEYS``: ``placed`` (default) or ``names``, how the shard step's states are
   keyed (:mod:`reflex_localize.flows.io.shard_keys`; ``names`` for a recovery directory written
   before placed keys).
+* ``REFLEX_CLUSTER``: the one cluster the flow reads and names in its results; empty or unset:
+  the first named cluster it sees (:mod:`reflex_localize.flows.io.one_cluster`).
 * ``REFLEX_SINK``: ``files`` (default) or ``influx`` (results bucket ``REFLEX_RESULTS_BUCKET``,
   default ``reflex``; spool in ``REFLEX_OUT/spool``).
 * ``REFLEX_OUT``: directory for events.jsonl, outputs.lp, errors.jsonl (errors only, with
@@ -32,6 +34,7 @@ from bytewax.inputs import Source
 
 from reflex_localize.flows.impact.model_file import ImpactModelFile
 from reflex_localize.flows.impact.rows_log import ImpactRowsLog
+from reflex_localize.flows.io.one_cluster import UNNAMED
 from reflex_localize.flows.io.range_replay import LineProtocolRanges
 from reflex_localize.flows.io.shard_keys import SCHEMES
 from reflex_localize.flows.io.sinks import FlowSinks, file_sinks
@@ -153,8 +156,8 @@ def _alarm_budget() -> float:
 def flow_from_env() -> Dataflow:
     """For ``python -m bytewax.run "reflex_localize.shell.flow_wiring:flow_from_env()"``."""
     window = float(os.environ.get("REFLEX_WINDOW_SECONDS", "10"))
-    cluster = os.environ.get("REFLEX_CLUSTER", "sim")
-    config = JobConfig(window_seconds=window, cluster=cluster)
+    cluster = os.environ.get("REFLEX_CLUSTER") or None  # None: the first the flow sees
+    config = JobConfig(window_seconds=window, cluster=cluster or UNNAMED)
     if os.environ.get("REFLEX_SOURCE") in ("influx", "influx-push"):
         # Live partitions poll the same windows in step; one that falls this far behind is
         # down, and the job goes on without it (its late windows go to the error stream).

@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 
 from reflex_localize.flows.incidents.events import LocalizationEvent
+from reflex_localize.flows.io.one_cluster import UNNAMED, first_cluster
 from reflex_localize.flows.io.sinks import event_json
 from reflex_localize.flows.io.sources import LineProtocolSource
 from reflex_localize.flows.judge.job_step import JobConfig
@@ -24,6 +25,7 @@ from reflex_localize.shell.cli_checks import (
     SCENARIO,
     short_reason,
 )
+from reflex_localize.shell.flow_cluster import scenario_cluster
 from reflex_localize.shell.reject_summary import reject_counts, reject_table, run_document
 from reflex_localize.shell.simulated_source import SimulatorSource
 
@@ -37,6 +39,9 @@ from reflex_localize.shell.simulated_source import SimulatorSource
 @click.option("--events-out", type=OUTPUT_FILE, help="Write events as JSONL.")
 @click.option("--weights", "weights_path", type=INPUT_FILE,
               help="Evidence weights refit by `reflex fit`.")  # fmt: skip
+@click.option("--cluster",
+              help="The cluster to read; lines of others are counted and told once. "
+                   "Default: the first the replay or scenario shows.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True,
               help="Print the events and the rejects as one JSON document.")  # fmt: skip
 def command(
@@ -46,6 +51,7 @@ def command(
     window: float,
     events_out: Path | None,
     weights_path: Path | None,
+    cluster: str | None,
     as_json: bool,
 ) -> None:
     """Localize faults in a scenario or a replayed capture; print the events."""
@@ -53,13 +59,15 @@ def command(
         raise click.UsageError("give exactly one of --scenario or --replay")
     if scenario:
         source: SimulatorSource | LineProtocolSource = SimulatorSource(scenario, seed, 1, window)
+        cluster = cluster or scenario_cluster(scenario)
     else:
         assert replay is not None
         source = LineProtocolSource(replay, 1, window)
-    config = JobConfig(window_seconds=window)
+        cluster = cluster or first_cluster(replay)
+    config = JobConfig(window_seconds=window, cluster=cluster or UNNAMED)
     if weights_path is not None:
         config.weights = _weights(weights_path)
-    result = run_in_process(source, window_seconds=window, job_config=config)
+    result = run_in_process(source, window_seconds=window, job_config=config, cluster=cluster)
     if as_json:
         click.echo(json.dumps(run_document(result.events, reject_counts(result.errors)), indent=2))
     else:

@@ -56,6 +56,13 @@ def recovery_problem(directory: Path, parameters: Parameters) -> str | None:
     )
 
 
+def saved_parameter(directory: Path, name: str) -> str | int | float | None:
+    """The value ``name`` was saved with in ``directory``; None when none is (or the saved
+    options cannot be read: :func:`recovery_problem` says why)."""
+    saved = _saved(directory)
+    return None if isinstance(saved, str) else saved.get(name)
+
+
 def remember_parameters(directory: Path, parameters: Parameters) -> None:
     """Writes ``parameters`` beside the state, once: a directory keeps its first flow's."""
     path = directory / PARAMETERS_FILE
