@@ -342,6 +342,25 @@ def test_8_the_other_cluster_is_read_when_named(two_clusters: Path) -> None:
     assert 200 <= (events[0].time_ns - START_NS) / 1e9 <= 230
 
 
+def test_8_every_process_of_a_flow_follows_the_same_cluster(
+    two_clusters: Path, tmp_path: Path
+) -> None:
+    """``reflex flow -p 2``: the cluster is chosen before the processes start, so neither
+    follows the one its own first lines show; each tells the other cluster once."""
+    status, _, stderr = _flow(two_clusters, tmp_path, "--no-recovery", "-p", "2")
+    assert status == 0, stderr[-2000:]
+    events = read_events(tmp_path / "events.jsonl")
+    _assert_xid_told_right(events)
+    assert _named(events) == {XID79_NODE} and {e.cluster for e in events} == {"a"}
+    told_once = (tmp_path / "errors.jsonl").read_text().splitlines()
+    assert 1 <= len(told_once) <= 2 and all("other_cluster" in line for line in told_once)
+    ignored = re.findall(
+        r"^reflex_rejects,cluster=a,reason=other_cluster,where=ignored records=(\d+)i ",
+        (tmp_path / "outputs.lp").read_text(), re.MULTILINE,
+    )  # fmt: skip
+    assert sum(map(int, ignored)) == sum(map(len, chunks(XID79, SECONDS, "b", onset_s=200)))
+
+
 # -- 9 ------------------------------------------------------------------------------------------
 
 
