@@ -12,6 +12,7 @@ moves the window clock: only its own lines are refused.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -66,9 +67,10 @@ def _told(result: RunResult) -> list[tuple[str, str, tuple[str, str, str]]]:
 
 @pytest.mark.parametrize("shift_s", [40, -40])
 def test_a_node_clock_40_s_off_is_re_stamped_and_told_as_its_clock_fault(
-    capture: list[str], tmp_path: Path, shift_s: int
+    capture: list[str], tmp_path: Path, shift_s: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    result = run_in_process(LineProtocolSource(_write(tmp_path, _skewed(capture, shift_s)), 1))
+    with caplog.at_level(logging.WARNING):
+        result = run_in_process(LineProtocolSource(_write(tmp_path, _skewed(capture, shift_s)), 1))
     assert _told(result) == [XID]  # node-0002: no hardware blame, no drain, not missing
     assert not any(e.top and e.top.node == SKEWED for e in result.events)
     [fault] = result.errors  # nothing else set aside: no line late, none ahead
@@ -76,6 +78,7 @@ def test_a_node_clock_40_s_off_is_re_stamped_and_told_as_its_clock_fault(
     assert fault.reason == "node_clock_skew"
     assert f"node {SKEWED} of cluster sim: its clock runs 40.0 s {way}" in fault.detail
     assert f"re-stamped by {-shift_s:+.1f} s" in fault.detail
+    assert [r.getMessage() for r in caplog.records if "clock" in r.getMessage()] == [fault.detail]
 
 
 def test_every_shard_and_byte_range_re_stamps_the_same_lines(tmp_path: Path) -> None:

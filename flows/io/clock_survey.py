@@ -20,6 +20,7 @@ escapes is left as it is.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from reflex_localize.flows.messages import ErrorRecord
 from reflex_localize.influx.clock_offset import OffsetEstimate
 from reflex_localize.schemas.line_file import PieceLines, data_pieces, raw_tag
 
+_log = logging.getLogger(__name__)
 _NODE_TAGS = ("node", "Hostname", "host")  # Reflex's, then dcgm-exporter's, then Telegraf's
 _MOST_STAMP_DIGITS = 19  # a stamp below 2**63
 Node = tuple[str, str]  # (cluster, node): "" where the line names no cluster
@@ -76,8 +78,9 @@ class NodeClocks:
                 changed[row] = _shifted(changed[row], -round(estimate.offset_s * 1e9))
         return changed, "\n".join(changed).encode("utf-8", "surrogatepass")
 
-    def reports(self, counted: Callable[[str], bool]) -> list[ErrorRecord]:
-        """One clock fault per off node that ``counted`` says is this pass's to report."""
+    def tell(self, counted: Callable[[str], bool]) -> list[ErrorRecord]:
+        """One clock fault per off node that ``counted`` says is this pass's to tell: for the
+        error stream, and logged (a reject table counts it, without the node's name)."""
         out = []
         for (cluster, node), estimate in sorted(self.offsets.items()):
             if not counted(node):
@@ -90,6 +93,7 @@ class NodeClocks:
                 f"lines); its lines are re-stamped by {-estimate.offset_s:+,.1f} s"
             )
             out.append(ErrorRecord("source", "node_clock_skew", detail))
+            _log.warning("%s", detail)
         return out
 
     def _places(self, raw: bytes) -> list[int]:

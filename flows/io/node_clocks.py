@@ -21,7 +21,8 @@ surveys the file's first bytes:
 
 Every pass of a replay (each process, each byte range) makes the same survey of the same bytes,
 so all re-stamp the same lines alike. A node whose clock is off is reported once, as a clock
-fault of that node (``node_clock_skew`` in the error stream), never as a hardware fault.
+fault of that node (``node_clock_skew`` in the error stream and the log), never as a hardware
+fault.
 
 >>> nodes = np.array([0, 1, 2, 3] * 50)
 >>> stamps = np.repeat(np.arange(50), 4) * 10**9

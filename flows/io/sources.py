@@ -288,7 +288,7 @@ class LineProtocolSource(WindowedSource):
         replay = _Replay(self, shards)
         clocks = self._node_clocks()
         if span is None or span.start == 0:  # told once: by the pass that owns the file's start
-            replay.errors += clocks.reports(replay.counts_node)
+            replay.errors += clocks.tell(replay.counts_node)
         clock_start = start
         if span is not None:
             clock_start = median_start(self._first_stamps(span.warm_from))
