@@ -84,7 +84,7 @@ def test_a_node_clock_40_s_off_is_re_stamped_and_told_as_its_clock_fault(
 def test_every_shard_and_byte_range_re_stamps_the_same_lines(tmp_path: Path) -> None:
     """Each shard's pass (together, and each in a process of its own) and each byte range's
     gives the rows and rejects one pass gives: node-0002's lines all re-stamped alike."""
-    path = _write(tmp_path, _skewed(simulated_lines(60), 40))
+    path = _write(tmp_path, _skewed(simulated_lines(40), 40))
     (single,) = replay(path, 1)
     assert [e.reason for _, _, errors in single for e in errors] == ["node_clock_skew"]
     assert_same_as_one_shard(path, 3)
