@@ -30,7 +30,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 from reflex_localize.schemas.contract import Schema, SchemaError, load_schema
@@ -81,7 +81,7 @@ class MappingTable:
     tags: dict[str, list[TagRule]] = field(default_factory=dict)
     qualifiers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # measurement -> tags
 
-    @property
+    @cached_property  # asked per point; the rows are complete once the table is loaded
     def prometheus(self) -> bool:
         """Whether its foreign measurements are Prometheus metric names (the value in one field,
         or the metric a field of a ``prometheus`` point) rather than Telegraf measurements."""

@@ -52,6 +52,7 @@ from reflex_localize.schemas.foreign_mapping import (
     FieldRow,
     ForeignMapping,
     MappingTable,
+    TagRule,
     load_foreign_mapping,
     qualified_name,
 )
@@ -184,18 +185,8 @@ class ForeignTranslator:
         out: dict[str, str] = {}
         consumed = set(table.qualifiers.get(measurement, ()))  # they picked the row: not carried
         for rule in table.tags[target]:
-            present = [name for name in rule.foreign_tags if foreign.get(name)]
-            consumed.update(present)
-            if rule.convert == "scrape_target":
-                present = [name for name in present if scrape_target(name, foreign[name])]
-            value = foreign[present[0]] if present else rule.default
-            if rule.convert == "scrape_target" and present:
-                value = scrape_target(present[0], value)
-            if value == "$cluster":
-                value = self.cluster
-            if rule.convert == "gpu_profile" and present:
-                profile = profile_for_gpu_name(value)
-                value = profile.name if profile is not None else rule.default
+            consumed.update(name for name in rule.foreign_tags if foreign.get(name))
+            value = self._tag_value(rule, foreign)
             if not value:
                 wanted = " or ".join(rule.foreign_tags)
                 self.stats.refused["foreign_missing_tag"] += 1
@@ -206,6 +197,32 @@ class ForeignTranslator:
             if name not in consumed and name not in out:
                 out[name] = value
         return out
+
+    def node_of(self, point: Point) -> str | None:
+        """The Reflex node a foreign point would be translated to, without translating it:
+        a reader that keeps only its own nodes' points skips the rest cheaply."""
+        table = self.mapping.table_of(point.measurement, point.fields)
+        if table is None:
+            return None
+        for rules in table.tags.values():
+            for rule in rules:
+                if rule.reflex_tag == "node":
+                    return self._tag_value(rule, point.tags) or None
+        return None
+
+    def _tag_value(self, rule: TagRule, foreign: Mapping[str, str]) -> str:
+        present = [name for name in rule.foreign_tags if foreign.get(name)]
+        if rule.convert == "scrape_target":
+            present = [name for name in present if scrape_target(name, foreign[name])]
+        value = foreign[present[0]] if present else rule.default
+        if rule.convert == "scrape_target" and present:
+            value = scrape_target(present[0], value)
+        if value == "$cluster":
+            value = self.cluster
+        if rule.convert == "gpu_profile" and present:
+            profile = profile_for_gpu_name(value)
+            value = profile.name if profile is not None else rule.default
+        return value
 
     def _convert(
         self, row: FieldRow, value: FieldValue, tags: dict[str, str], point: Point

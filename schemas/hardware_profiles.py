@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 _DIR = Path(__file__).parent / "hardware"
@@ -104,6 +104,7 @@ def load_profiles(directory: Path = _DIR) -> dict[str, HardwareProfile]:
     return profiles
 
 
+@lru_cache(maxsize=1024)  # called per foreign GPU point; a fleet has a handful of names
 def profile_for_gpu_name(gpu_name: str) -> HardwareProfile | None:
     """The profile whose match strings occur in an NVML device name, or None if unknown."""
     for profile in load_profiles().values():

@@ -24,10 +24,11 @@ The resume state is a plain time cursor: the end of the last window the partitio
 dcgm-exporter or node_exporter (through Telegraf's ``inputs.prometheus``, metric version 1 or 2,
 or remote write) name their nodes ``host``/``Hostname``/``instance``, not ``node``. Each partition
 reads every foreign point of its windows (the measurements of ``schemas/foreign/`` and any
-``DCGM_FI_*``), translates it with its own :class:`ForeignTranslator` in time order, exactly as
-the line-protocol replay and the push source do, and keeps the points of its own nodes; the
-translator's notes (a refused point, an ignored field once) go to the error stream from shard 0
-only, so each is counted once. Late foreign points are not recounted. At its first read, shard 0
+``DCGM_FI_*``), translates those of its own nodes with its own :class:`ForeignTranslator` in
+time order, exactly as the line-protocol replay and the push source do, and keeps its nodes'
+points. Shard 0 translates every foreign point, so that the translator's notes (a refused
+point, an ignored field once) go to the error stream from it alone, each counted once. Late
+foreign points are not recounted. At its first read, shard 0
 logs once which measurements of the bucket it cannot read, and why.
 
 "The wall clock" is the flow host's, corrected by InfluxDB's when it is known to be off by more
@@ -362,6 +363,9 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         ]
         points.sort(key=lambda point: point.time_ns)  # a series at a time: memory follows time
         self.stats.foreign_points += len(points)
+        n_shards = self._source.n_shards
+        if self._index != 0:  # shard 0 translates every point: the notes are counted there once
+            points = [p for p in points if self._owns_foreign(p, n_shards)]
         mine: list[Point] = []
         for point in points:
             try:
@@ -372,9 +376,14 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
                     self._late.append(ErrorRecord("source", error.code, str(error)[:300]))
             if self._index == 0:
                 self._late += [ErrorRecord(n.where, n.code, n.detail) for n in notes]
-            n_shards = self._source.n_shards
             mine += [p for p in translated if shard_of(p.tags["node"], n_shards) == self._index]
         return frames_from_points(mine) if mine else []
+
+    def _owns_foreign(self, point: Point, n_shards: int) -> bool:
+        """Whether a foreign point may translate to this shard's node; a point whose node is
+        not known before translating is kept (translation decides)."""
+        node = self._foreign.node_of(point)
+        return node is None or shard_of(node, n_shards) == self._index
 
     def _tell_unreadable(self, start: int) -> None:
         """Logs once (shard 0) the bucket's measurements this source cannot read, and why."""
