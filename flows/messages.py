@@ -50,7 +50,7 @@ class ExplicitEvent:
     code: int
     component: str
     index: str
-    severity: str  # application | warning | critical | cascade
+    severity: str  # application | warning | critical | cascade | reported (the hook's word)
     meaning: str
     action: str
     job: str = ""

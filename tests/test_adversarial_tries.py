@@ -169,13 +169,6 @@ def test_4_a_hook_xid_for_a_healthy_gpu_is_never_critical(
     assert not [t for t in told(spoofed_xid) if t[2] == HEALTHY and t[1] == "critical"]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a hook-sent XID 79 alone still gives its own explicit event, severity warning, "
-    "'drain node; reseat or replace the GPU' for the healthy node-0002 GPU 5 "
-    "(flows/judge/shard_step.py downgrades it to a warning; the issue asks that a "
-    "training-sourced XID be evidence, never critical on its own)",
-)
 def test_4_a_hook_xid_for_a_healthy_gpu_names_no_healthy_node(
     spoofed_xid: list[LocalizationEvent],
 ) -> None:

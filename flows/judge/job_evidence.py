@@ -23,7 +23,9 @@ from reflex_localize.flows.messages import ExplicitEvent, JobWindow, RankInfo
 from reflex_localize.flows.signals.derive import SIGNAL_INDEX, SIGNAL_NAMES, STEP_SIGNAL, factorize
 from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
 
-EXPLICIT_EVIDENCE = {"critical": 6.0, "warning": 2.0}
+# "reported": a hardware error only the training process reports (the hook): evidence that
+# another sign must back, weighed as a warning.
+EXPLICIT_EVIDENCE = {"critical": 6.0, "warning": 2.0, "reported": 2.0}
 RECORD_MATTERS = 1.0  # a part's trouble from earlier jobs that changes how it is judged
 # A port's own faults: what makes it slow the traffic through it (not congestion, which a
 # port suffers, and not error trickles, which many healthy ports show from day one).
@@ -216,6 +218,8 @@ class EvidenceBook(FieldsFilledOnRestore):
     # rail or other (flows/judge/nic_roles.py).
     nic_peaks: dict[str, float] = field(default_factory=dict)
     nic_role: dict[str, str] = field(default_factory=dict)
+    # (node entity, "node_compound" or "impact") -> the parts that made it in the last window.
+    node_parts: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
     now_ns: int = 0  # the end of the latest window
 
     def notes(self, entity: str) -> list[Evidence]:
@@ -426,6 +430,17 @@ class EvidenceBook(FieldsFilledOnRestore):
         for key in [k for k in self.since if k[1] == kind and k[0] not in still]:
             self._stop(key, end_ns)
 
+    def _same_parts(self, key: tuple[str, str], parts: frozenset[str], end_ns: int) -> None:
+        """A node's evidence gathered from its parts is one episode only while some part
+        stays in it: anomalies that move from part to part every window (the hot experts of a
+        mixture-of-experts model rotating over the GPUs) are the workload's, and must not add
+        up to a node that has held evidence for minutes. A node-level fault (its host, its
+        PCIe switch) keeps troubling the same parts."""
+        before = self.node_parts.get(key)
+        if before is not None and not before & parts:
+            self._stop(key, end_ns)
+        self.node_parts[key] = parts
+
     def _stop(self, key: tuple[str, str], end_ns: int) -> None:
         """Ends the key's episode (if it has one), keeping when it began and ended."""
         since = self.since.pop(key, None)
@@ -438,6 +453,7 @@ class EvidenceBook(FieldsFilledOnRestore):
         the strongest part alone."""
         per_node: dict[str, dict[str, float]] = {}
         best: dict[str, float] = {}
+        parts_of: dict[str, set[str]] = {}
         predicted: set[str] = set()
         for entity, evidence in sorted(self.features.items()):
             node, component, _ = entity.split("|")
@@ -446,6 +462,7 @@ class EvidenceBook(FieldsFilledOnRestore):
                 continue
             extra = model.extra_evidence(own)
             union = per_node.setdefault(node, {})
+            parts_of.setdefault(node, set()).add(entity)
             for signal, value in own.items():
                 union[signal] = max(union.get(signal, 0.0), value)
             best[node] = max(best.get(node, 0.0), extra)
@@ -455,6 +472,7 @@ class EvidenceBook(FieldsFilledOnRestore):
         for node, union in per_node.items():
             together = model.extra_evidence(union) - best[node]
             if together > 1e-9:
+                self._same_parts((f"{node}|node|-", "impact"), frozenset(parts_of[node]), end_ns)
                 self._add(totals, f"{node}|node|-", together, model, union, end_ns)
                 predicted.add(f"{node}|node|-")
         self._ended("impact", predicted, end_ns)
@@ -491,6 +509,7 @@ class EvidenceBook(FieldsFilledOnRestore):
             entity = f"{node}|node|-"
             totals[entity] = totals.get(entity, 0.0) + spread
             named = ", ".join(e.split("|", 1)[1].replace("|", " ") for e, _ in sorted(parts))
+            self._same_parts((entity, "node_compound"), frozenset(e for e, _ in parts), end_ns)
             since = self.since.setdefault((entity, "node_compound"), end_ns)
             kept = [e for e in self.evidence.get(entity, []) if not e.signal.startswith("node_")]
             note = Evidence(f"node_compound: {named}"[:120], None, None, spread, since)
@@ -531,7 +550,7 @@ class EvidenceBook(FieldsFilledOnRestore):
             amount = EXPLICIT_EVIDENCE.get(event.severity, 0.0)
             if amount and not event.is_cascade:
                 totals[event.entity] = totals.get(event.entity, 0.0) + amount
-                if event.severity == "warning":
+                if event.severity in ("warning", "reported"):
                     corrected[event.entity] = corrected.get(event.entity, 0.0) + amount
                 self._note(
                     event.entity,

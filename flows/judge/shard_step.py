@@ -22,6 +22,7 @@ from reflex_localize.flows.incidents.node_memory import (
 from reflex_localize.flows.judge.busy_clocks import BusyClocks, window_clocks
 from reflex_localize.flows.judge.detectors import LongitudinalBaseline
 from reflex_localize.flows.messages import (
+    CASCADE_KINDS,
     ErrorRecord,
     ExplicitEvent,
     JobWindow,
@@ -419,10 +420,15 @@ class ShardState(FieldsFilledOnRestore):
                     or "uncorrected" in message.lower()
                 ):
                     severity = "critical"
-                if severity == "critical" and point.tags.get("source") == "training":
+                if (
+                    point.tags.get("source") == "training"
+                    and kind not in CASCADE_KINDS
+                    and severity in ("critical", "warning")
+                ):
                     # Any process of a job can send this through the hook: the training
-                    # process's word is evidence, never a critical error on its own.
-                    severity = "warning"
+                    # process's word is evidence on the part, never an error on its own.
+                    severity = "reported"
+                    meaning = f"{meaning} (reported by the training process)"
                 if kind in ("nccl_timeout", "process_exit") and message:
                     # the rank's last words (flows/incidents/exit_messages.py)
                     meaning = message[:300]

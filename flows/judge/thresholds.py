@@ -76,7 +76,12 @@ def threshold_events(
     """Static rules alert per entity, each time a rule breaks outside its cooldown
     (``alerted`` remembers the last alert per entity)."""
     hits = threshold_hits(entities, values, profiles) if len(entities) else []
-    hits += [(e.entity, f"{e.kind}:{e.code}") for e in events if e.severity != "application"]
+    # An application error, or hardware error only the training process reports, is no rule.
+    hits += [
+        (e.entity, f"{e.kind}:{e.code}")
+        for e in events
+        if e.severity not in ("application", "reported")
+    ]
     out: list[tuple[str, object]] = []
     for entity, signal in hits:
         last = alerted.get(entity)
