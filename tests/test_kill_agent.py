@@ -44,6 +44,16 @@ def agent(config: Path, influx: Any, bucket: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def collecting(journal: Path, since: float, process: subprocess.Popen[bytes]) -> None:
+    """Waits until the agent has journaled a collection after ``since``."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if any(p.stat().st_mtime >= since for p in journal.glob("journal-*") if p.exists()):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the agent journaled nothing within 60 s of its start")
+
+
 def host_times(influx: Any, bucket: str) -> list[int]:
     rows = influx.query_rows(
         f'from(bucket: "{bucket}") |> {ALL_TIME} '
@@ -59,8 +69,12 @@ def test_ten_kills_lose_nothing_journaled(influx: Any, influx_bucket: str, tmp_p
     rng = random.Random(9)
     kills: list[int] = []
     for _ in range(KILLS):
+        started = time.time()
         process = agent(config, influx, influx_bucket)
-        time.sleep(rng.uniform(2.5, 4.0))  # start-up, then a few seconds of collection
+        # Kill only once it collects: on a loaded machine start-up alone can take seconds, and
+        # a kill before the first collection would hold the previous run's last point.
+        collecting(tmp_path / "spool" / "journal", started, process)
+        time.sleep(rng.uniform(0.5, 2.0))  # a few collections, then the kill
         assert process.poll() is None, process.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
         process.send_signal(signal.SIGKILL)
         kills.append(time.time_ns())
