@@ -493,14 +493,20 @@ class EvidenceBook(FieldsFilledOnRestore):
         note = Evidence(f"impact: predicts {predicted:.1f}% slower", None, None, extra, since)
         self.evidence[entity] = [*kept, note]
 
-    def node_compound(self, totals: dict[str, float], end_ns: int) -> None:
+    def node_compound(
+        self, totals: dict[str, float], end_ns: int, corrected: dict[str, float] | None = None
+    ) -> None:
         """Small anomalies spread over one node's parts add up to the node: the node gets
         what its parts gathered beyond the strongest one, so one loud part still leads on its
-        own and only evidence spread over several parts makes the node the suspect."""
+        own and only evidence spread over several parts makes the node the suspect. Only what
+        shows a part slowing adds up (``corrected``: corrected errors, and the credit waits
+        of ports the fabric holds back): every rail of a node waiting in a congested fabric
+        is the fabric's, not the node's."""
         per_node: dict[str, list[tuple[str, float]]] = {}
-        for entity, amount in totals.items():
+        for entity, total in totals.items():
             node, component, _ = entity.split("|")
-            if component != "node" and amount > 0:
+            amount = total - (corrected or {}).get(entity, 0.0)
+            if component != "node" and amount > 1e-9:
                 per_node.setdefault(node, []).append((entity, amount))
         for node, parts in sorted(per_node.items()):
             if len(parts) < 2:

@@ -165,7 +165,7 @@ class JobState(JobTriggers):
             self.book.impact(totals, model, end_ns)
         if self.config.mode == "reflex":
             self.book.history(totals, self._history(parts), end_ns)
-        self.book.node_compound(totals, end_ns)
+        self.book.node_compound(totals, end_ns, corrected)
         for entity, amount in totals.items():
             if amount > 0:
                 self.last_evidence[entity] = window

@@ -68,7 +68,11 @@ class IncidentTelling(SuspectRanking):
         switch = (
             None
             if root is not None
-            else shared_switch(suspects, self.sites, self.config.min_suspect_score)
+            else shared_switch(
+                [s for s in suspects if self._on_network(s)],
+                self.sites,
+                self.config.min_suspect_score,
+            )
         )
         if switch is not None:
             lead = switch_suspect(switch, suspects, self.sites)
@@ -87,6 +91,19 @@ class IncidentTelling(SuspectRanking):
             named |= {(s.node, s.entity) for s in suspects if self._under(s.node, switch)}
         self._opened(end_ns, in_cooldown, named)
         return event
+
+    def _on_network(self, suspect: Suspect) -> bool:
+        """Whether the suspect slows through the network: a port, or a node one of whose
+        ports shows slowing evidence. A switch can slow what its nodes send and receive; it
+        cannot make their GPUs run hot, so GPUs alone never name it."""
+        if suspect.component == "nic":
+            return True
+        if suspect.component != "node":
+            return False
+        ports = f"{suspect.node}|nic|"
+        return any(
+            entity.startswith(ports) and self._slowing(entity) > 0 for entity in self.book.amounts
+        )
 
     def _under(self, node: str, switch: str) -> bool:
         return self.sites.get(node, {}).get(SWITCH_TAG) == switch
