@@ -68,6 +68,12 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=None, help="override every fleet's size")
     parser.add_argument("--out", type=Path, default=Path("/tmp/reflex-testbed"))
     parser.add_argument("--keep", action="store_true", help="keep the line-protocol captures")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="replay the captures and labels a --keep run left in --out instead of generating "
+        "them again (the same fleets, seeds, hours and nodes)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the scores here")
     parser.add_argument(
         "--at",
@@ -89,7 +95,12 @@ def main() -> int:
     for fleet in args.fleets.split(","):
         for seed in seeds:
             t0 = time.monotonic()
-            lp_path, _, labels = generate(fleet, seed, args.out, hours, nodes)
+            lp_path = args.out / f"{fleet}-{seed}.lp"
+            label_path = args.out / f"{fleet}-{seed}.labels.json"
+            if args.reuse and lp_path.exists() and label_path.exists():
+                labels = json.loads(label_path.read_text())
+            else:
+                lp_path, _, labels = generate(fleet, seed, args.out, hours, nodes)
             gen_s = time.monotonic() - t0
             out_dir = args.out / f"{fleet}-{seed}.flow"
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -99,7 +110,7 @@ def main() -> int:
             result = score(labels, out_dir)
             result.flow_seconds = flow_s
             runs.append(result)
-            if not args.keep:
+            if not (args.keep or args.reuse):
                 lp_path.unlink()
             print(
                 f"{fleet} seed {seed}: {lines:,} lines, generated in {gen_s:.0f} s, flow "
