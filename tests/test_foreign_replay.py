@@ -124,8 +124,8 @@ def test_dcgm_and_node_exporter_cluster_tells_a_checkpoint_and_an_io_stall(
     hangs = [e for e in result.events if e.trigger == "hang"]
     assert len(hangs) == (0 if host else 1), [e.summary for e in result.events]
     assert set(result.error_counts) == {"foreign_field_ignored"}  # the two dcgm metrics
-    scenario, stalled = io_stall(host)
-    lines = foreign_replay(scenario, 420, "dcgm_v1", host=host, host_source="node_exporter")
+    stall, stalled = io_stall(host)
+    lines = foreign_replay(stall, 420, "dcgm_v1", host=host, host_source="node_exporter")
     result, _ = replay(lines, tmp_path / "io_stall.lp")
     named = [e.top for e in result.events if e.top is not None]
     assert [(top.node, top.component) for top in named][:1] == [(stalled, "host")]
