@@ -12,8 +12,10 @@ export REFLEX_INFLUXD
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 set +e
-# Two workers (this machine's cores); each test file runs whole on one of them (tests/conftest.py).
-.venv/bin/python -m pytest -n 2 --dist loadfile "$@"
+# Two workers (this machine's cores); each test file runs whole on one of them, handed out in
+# collection order, files with a slow test first (tests/conftest.py): xdist's default order, by
+# number of tests, left three-minute single-test files for last.
+.venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -7,10 +7,12 @@
 - ``influx_bucket`` (function): the name of a new, empty bucket on ``influx``, deleted after.
 - ``query_count(server, flux)`` and ``query_rows(server, flux)``: helpers for assertions.
 
-Under pytest-xdist (``make test`` runs ``-n 2 --dist loadfile``) each worker has its own
-``influx``, and each test file runs whole on one worker, in order: the fuzz modules' last tests
-check tallies the earlier ones kept. (``--dist loadgroup`` would group finer, but pytest-xdist
-3.8 cannot regroup items under pytest 9.2: it renames ``item._nodeid``, which 9.2 ignores.)
+Under pytest-xdist (``make test`` runs ``-n 2 --dist loadfile --no-loadscope-reorder``) each
+worker has its own ``influx``, and each test file runs whole on one worker, in order: the fuzz
+modules' last tests check tallies the earlier ones kept. Files are handed out in collection
+order, those with a slow test first (``pytest_collection_modifyitems``). (``--dist loadgroup``
+would group finer, but pytest-xdist 3.8 cannot regroup items under pytest 9.2: it renames
+``item._nodeid``, which 9.2 ignores.)
 """
 
 from __future__ import annotations
@@ -31,6 +33,18 @@ collect_ignore = sorted(
     for path in Path(__file__).parent.glob("*.py")
     if not path.name.startswith("test_") and path.name != "conftest.py"
 )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files with a slow test run first, each file still whole and in its own order: xdist
+    hands files out in this order, and a three-minute file handed out last kept one worker
+    busy while the other had nothing left."""
+    slow_files = {
+        item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")
+    }
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (item.nodeid.split("::", 1)[0] not in slow_files, order[id(item)]))
+
 
 # Flux's range() stops at now() unless told otherwise; test data may lie in the future.
 ALL_TIME = "range(start: 0, stop: 2262-04-11T23:47:16.854775807Z)"
