@@ -150,6 +150,7 @@ def test_fail_slow_gpu_is_found_by_its_clock(tmp_path: Path) -> None:
     assert 0 < (event.time_ns - truth.onset_ns) / 1e9 <= 90
 
 
+@pytest.mark.slow
 def test_replay_of_line_protocol_gives_the_same_events(tmp_path: Path) -> None:
     scenario = "fault_ib_flapping"
     sim = Simulation(load_scenario(scenario), seed=7)

@@ -107,6 +107,7 @@ def stream_to(server: InfluxServer, bucket: str, port: int, token: str, name: st
     )
 
 
+@pytest.mark.slow
 def test_push_gives_the_same_events_as_the_in_process_replay(
     influx: InfluxServer,
     influx_bucket: str,
