@@ -14,7 +14,7 @@ import numpy as np
 from reflex_localize.flows.impact.model import impact_rows
 from reflex_localize.flows.incidents.events import LocalizationEvent
 from reflex_localize.flows.judge.explained_straggler import learned_slowing
-from reflex_localize.flows.judge.job_evidence import RECORD_MATTERS, rank_entity
+from reflex_localize.flows.judge.job_evidence import rank_entity
 from reflex_localize.flows.judge.job_fields import (
     MODES,
     RECENT_WINDOWS,
@@ -23,6 +23,7 @@ from reflex_localize.flows.judge.job_fields import (
     default_weights,
 )
 from reflex_localize.flows.judge.job_triggers import JobTriggers
+from reflex_localize.flows.judge.node_evidence import RECORD_MATTERS
 from reflex_localize.flows.judge.rank_placement import placed_rows
 from reflex_localize.flows.judge.thresholds import threshold_events
 from reflex_localize.flows.messages import ErrorRecord, JobWindow, infer_gpus, shard_of

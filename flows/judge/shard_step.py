@@ -15,14 +15,13 @@ from reflex_localize.flows.incidents.event_routing import Claims, double_claims,
 from reflex_localize.flows.incidents.explain import orphan_event
 from reflex_localize.flows.incidents.node_memory import (
     DEVIATION_TROUBLE,
-    REPEATS_THAT_MATTER,
     STRAGGLE_TROUBLE,
     NodeMemory,
 )
 from reflex_localize.flows.judge.busy_clocks import BusyClocks, window_clocks
 from reflex_localize.flows.judge.detectors import LongitudinalBaseline
+from reflex_localize.flows.judge.event_points import explicit_events
 from reflex_localize.flows.messages import (
-    CASCADE_KINDS,
     ErrorRecord,
     ExplicitEvent,
     JobWindow,
@@ -45,39 +44,11 @@ from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
 from reflex_localize.schemas.codec import Point
 from reflex_localize.schemas.contract import load_schema
 from reflex_localize.schemas.frame import Frame, validate_frame
-from reflex_localize.schemas.hardware_profiles import generic_xids, load_profiles
 from reflex_localize.schemas.site_tags import remember_sites
 from reflex_localize.schemas.site_tags import site_tags as declared_site_tags
 
 FLOORS = np.array([SIGNALS[name].floor for name in SIGNAL_NAMES])
 DIRECTION = np.array([SIGNALS[name].direction for name in SIGNAL_NAMES], dtype=np.float64)
-_EVENT_COMPONENT = {
-    "xid": "gpu",
-    "gpu_lost": "gpu",
-    "mce": "host",
-    "oom_kill": "host",
-    "link_down": "nic",
-    "link_up": "nic",
-    "nccl_timeout": "node",
-    "process_exit": "node",
-    "node_missing": "node",
-}
-_EVENT_SEVERITY = {
-    "gpu_lost": "critical",
-    "mce": "warning",  # corrected ("events logged"); an uncorrected one is raised below
-    "link_down": "critical",
-    "oom_kill": "application",
-    "link_up": "info",
-    "nccl_timeout": "cascade",
-    "process_exit": "cascade",
-    "node_missing": "critical",
-}
-_EVENT_ACTION = {
-    "gpu_lost": "drain node; reseat or replace the GPU",
-    "mce": "drain node; check CPU/DIMM from the MCE bank",
-    "link_down": "check cable and switch port; replace the transceiver if it recurs",
-    "oom_kill": "check the job's host memory use",
-}
 
 
 @dataclass
@@ -152,7 +123,9 @@ class ShardState(FieldsFilledOnRestore):
         self.baseline.learn_many(keys, signals.values)
         scales = self.baseline.scale(self.baseline.rows(keys, create=True))
         self._remember_deviations(signals.entities, temporal, batch.end_ns)
-        events = self._events(by_measurement.get("event", []))
+        events = explicit_events(
+            by_measurement.get("event", []), self.gpu_ids, self.memory, self.node_profile
+        )
         steps = _step_rows(by_measurement.get("train_step", []))
         self._remember_straggling(steps, batch.end_ns)
         alive = _reporting_nodes(frames)  # whatever families a node sends
@@ -377,84 +350,6 @@ class ShardState(FieldsFilledOnRestore):
                 self.told.add(claim)
                 out.append(("error", ErrorRecord("membership", "membership_contradiction", claim)))
         return out
-
-    def _events(self, frames: list[Frame]) -> list[ExplicitEvent]:
-        events = []
-        profiles = load_profiles()
-        for frame in frames:
-            for point in frame.points():
-                node, kind = point.tags["node"], point.tags["kind"]
-                code = int(point.fields.get("code", 0))
-                gpu = point.fields.get("gpu")
-                device = str(point.fields.get("device", "-") or "-")
-                index = str(gpu) if gpu is not None else device
-                component = _EVENT_COMPONENT.get(kind, "node")
-                if component == "gpu" and gpu is None:
-                    # The kernel log names the GPU by bus id: the same GPU as NVML's index.
-                    index = self.gpu_ids.index(node, device) or index
-                severity = _EVENT_SEVERITY.get(kind, "warning")
-                meaning, action = kind.replace("_", " "), _EVENT_ACTION.get(kind, "")
-                if kind == "xid":
-                    profile = profiles.get(self._profile_of(node))
-                    info = profile.xid(code) if profile else generic_xids().get(code)
-                    if info is not None:
-                        meaning, severity, action = info.meaning, info.severity, info.action
-                    else:
-                        meaning, severity = f"XID {code}", "warning"
-                    # Only the driver's word (kernel log, NVML) goes on the GPU's record: the
-                    # hook's can be any process's, and would escalate an application XID.
-                    trusted = point.tags.get("source") != "training"
-                    seen = (
-                        self.memory.note_xid(f"{node}|gpu|{index}", code, severity, point.time_ns)
-                        if trusted
-                        else 0
-                    )
-                    if severity == "application" and seen >= REPEATS_THAT_MATTER:
-                        # Repeated on one GPU (in this job or across jobs): the GPU's doing.
-                        severity = "warning"
-                        meaning = f"{meaning}; {seen} faults on this GPU in days: suspect the GPU"
-                message = str(point.fields.get("message", ""))
-                if kind == "mce" and (
-                    "Machine Check Exception" in message
-                    or "Fatal" in message
-                    or "uncorrected" in message.lower()
-                ):
-                    severity = "critical"
-                if (
-                    point.tags.get("source") == "training"
-                    and kind not in CASCADE_KINDS
-                    and severity in ("critical", "warning")
-                ):
-                    # Any process of a job can send this through the hook: the training
-                    # process's word is evidence on the part, never an error on its own.
-                    severity = "reported"
-                    meaning = f"{meaning} (reported by the training process)"
-                if kind in ("nccl_timeout", "process_exit") and message:
-                    # the rank's last words (flows/incidents/exit_messages.py)
-                    meaning = message[:300]
-                if component == "node" and kind not in ("nccl_timeout", "process_exit"):
-                    index = "-"
-                if component in ("host", "node"):
-                    index = "-"
-                events.append(
-                    ExplicitEvent(
-                        point.time_ns,
-                        node,
-                        kind,
-                        code,
-                        component,
-                        index,
-                        severity,
-                        meaning,
-                        action,
-                        str(point.fields.get("job", "")),
-                        int(point.fields.get("rank", -1)),
-                    )
-                )
-        return events
-
-    def _profile_of(self, node: str) -> str:
-        return self.node_profile.get(node, "")
 
     def _baseline_points(self, time_ns: int) -> list[Point]:
         points = []
