@@ -19,6 +19,7 @@ from reflex_localize.flows.incidents.node_memory import (
     NodeMemory,
 )
 from reflex_localize.flows.judge.busy_clocks import BusyClocks, window_clocks
+from reflex_localize.flows.judge.degraded_links import DegradedLinks
 from reflex_localize.flows.judge.detectors import LongitudinalBaseline
 from reflex_localize.flows.judge.event_points import explicit_events
 from reflex_localize.flows.messages import (
@@ -76,6 +77,7 @@ class ShardState(FieldsFilledOnRestore):
     gpu_ids: GpuIdentity = field(default_factory=GpuIdentity)  # bus id -> GPU index, per node
     memory: NodeMemory = field(default_factory=NodeMemory)  # outlives jobs (recovery state)
     busy_clocks: BusyClocks = field(default_factory=BusyClocks)  # so does each GPU's clock
+    degraded_links: DegradedLinks = field(default_factory=DegradedLinks)
     told: set[str] = field(default_factory=set)  # contradictions reported (once each)
     orphans_told: dict[str, int] = field(default_factory=dict)  # entity -> last event (ns)
     windows_seen: int = 0
@@ -126,6 +128,13 @@ class ShardState(FieldsFilledOnRestore):
         events = explicit_events(
             by_measurement.get("event", []), self.gpu_ids, self.memory, self.node_profile
         )
+        jobs_on_node: dict[str, set[str]] = {}
+        for job, ranks in self.members.items():
+            for info in ranks.values():
+                jobs_on_node.setdefault(info.node, set()).add(job)
+        events += self.degraded_links.observe(
+            signals.entities, signals.values, set(jobs_on_node), batch.end_ns
+        )
         steps = _step_rows(by_measurement.get("train_step", []))
         self._remember_straggling(steps, batch.end_ns)
         alive = _reporting_nodes(frames)  # whatever families a node sends
@@ -133,10 +142,6 @@ class ShardState(FieldsFilledOnRestore):
             [e.split("|", 1)[0] for e in signals.entities.tolist()], dtype=object
         )
         agent = set(entity_nodes.tolist())  # nodes that sent the agent's telemetry
-        jobs_on_node: dict[str, set[str]] = {}
-        for job, ranks in self.members.items():
-            for info in ranks.values():
-                jobs_on_node.setdefault(info.node, set()).add(job)
         for job, clocks in window_clocks(jobs_on_node, signals.entities, signals.values).items():
             self.busy_clocks.observe(job, clocks)
         routed, orphans = route_events(events, jobs_on_node, self.gpu_claims)
