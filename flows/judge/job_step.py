@@ -172,7 +172,7 @@ class JobState(JobTriggers):
                 self.last_evidence[entity] = window
         self.fresh = {e for e, w in self.last_evidence.items() if window - w <= RECENT_WINDOWS}
         self.last_evidence = {e: self.last_evidence[e] for e in self.fresh}
-        if self.last_event_entities & self.fresh:
+        if self.last_event_entities & self.fresh or self._told_ranks_slow():
             quiet = end_ns - self.incident_active_ns
             if quiet > 1.5 * self.config.window_seconds * 1e9:  # a new run of evidence
                 self.incident_gap_ns = quiet
@@ -201,6 +201,13 @@ class JobState(JobTriggers):
         if self.finished or window % ALARM_EXPORT_WINDOWS == 0:
             out.append(("points", self._alarm_points(end_ns)))
         return out
+
+    def _told_ranks_slow(self) -> bool:
+        """A rank on a node the open incident named is slower than its peers this step: the
+        incident goes on, whatever its parts' telemetry shows (ranks of a node that straggle
+        together stand out less when they are half their stage's peers)."""
+        nodes = {self.members[r].node for r in self.step_peers.streak if r in self.members}
+        return bool(nodes & self.last_event_nodes)
 
     def _count_alarms(self, told: list[LocalizationEvent]) -> None:
         """The window's node-seconds judged, and its hardware-blaming events by trigger."""
