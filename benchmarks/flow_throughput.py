@@ -9,11 +9,15 @@ more CPU than one (a file is read by byte range: no process reads another's line
 runs vary by more than the differences sought). A third configuration, one process run as a
 Bytewax cluster of one (``-i 0 -a HOST:PORT``), separates what any process of a cluster costs
 (its main thread takes the GIL every millisecond to check for signals) from what splitting the
-work costs. The package is byte-compiled first, as an installed wheel is: with
-``PYTHONDONTWRITEBYTECODE`` set, or sources edited since their ``.pyc``, each process would
-compile the modules it imports (about 0.1 s of CPU each).
+work costs. ``--contention`` adds a fourth: two single processes, each over the whole input, run
+at once. Neither waits for the other, so what each costs above one alone is the machine's (two
+busy cores sharing caches and memory, and whatever else runs there), not the flow's: the CPU of
+2 processes over that of 1 can be read against it. The package is byte-compiled first, as an
+installed wheel is: with ``PYTHONDONTWRITEBYTECODE`` set, or sources edited since their
+``.pyc``, each process would compile the modules it imports (about 0.1 s of CPU each).
 
     .venv/bin/python benchmarks/flow_throughput.py [--scenario demo] [--shards 4] [--rounds 3]
+        [--contention]
 """
 
 from __future__ import annotations
@@ -43,13 +47,26 @@ CONFIGURATIONS: dict[str, list[str] | None] = {
 }
 
 
-def run_flow(source: str, out: Path, flags: list[str], shards: int) -> tuple[float, float]:
-    """Wall seconds, and CPU seconds of the flow's processes."""
-    command = [*CLI, "--source", source, "--sink", "files", "--out", str(out), "--no-recovery"]
-    command += ["--shards", str(shards), "--cluster", "sim", *flags]
+# The control of --contention: two single processes at once, each over the whole input.
+CONTROL = "2 alone at once"
+
+
+def run_flows(source: str, outs: list[Path], flags: list[str], shards: int) -> tuple[float, float]:
+    """Wall seconds, and CPU seconds of the processes, of one ``reflex flow`` per folder of
+    ``outs``, all started at once."""
     used = _children_cpu()
     began = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = [
+        subprocess.Popen(
+            [*CLI, "--source", source, "--sink", "files", "--out", str(out), "--no-recovery",
+             "--shards", str(shards), "--cluster", "sim", *flags],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        for out in outs
+    ]  # fmt: skip
+    for run in runs:
+        if run.wait() != 0:
+            raise subprocess.CalledProcessError(run.returncode, run.args)
     return time.perf_counter() - began, _children_cpu() - used
 
 
@@ -91,7 +108,12 @@ def main() -> None:
     parser.add_argument("--only", choices=("simulator", "file"), default=None,
                         help="Run one source alone.")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=1, help="Runs of each; medians.")
+    parser.add_argument("--contention", action="store_true",
+                        help="Also two single processes at once (the machine's cost).")  # fmt: skip
     args = parser.parse_args()
+    configurations = dict(CONFIGURATIONS)
+    if args.contention:
+        configurations[CONTROL] = ["-p", "1"]
     compile_package()
     with tempfile.TemporaryDirectory() as tmp:
         capture = Path(tmp) / "capture.lp"
@@ -104,18 +126,20 @@ def main() -> None:
         ):
             if args.only is not None and args.only not in name:
                 continue
-            walls: dict[str, list[float]] = {c: [] for c in CONFIGURATIONS}
-            cpus: dict[str, list[float]] = {c: [] for c in CONFIGURATIONS}
+            walls: dict[str, list[float]] = {c: [] for c in configurations}
+            cpus: dict[str, list[float]] = {c: [] for c in configurations}
             for number in range(args.rounds):
-                for configuration, given in CONFIGURATIONS.items():
+                for configuration, given in configurations.items():
                     flags = given or ["-i", "0", "-a", f"127.0.0.1:{free_port()}"]
                     load = os.getloadavg()[0]
                     out = Path(tmp) / f"{name}-{number}-{configuration}"
-                    seconds, cpu = run_flow(source, out, flags, args.shards)
+                    outs = [out / "a", out / "b"] if configuration == CONTROL else [out]
+                    seconds, cpu = run_flows(source, outs, flags, args.shards)
+                    cpu /= len(outs)  # the control: CPU of one of its processes
                     walls[configuration].append(seconds)
                     cpus[configuration].append(cpu)
                     print(f"{name:>19}, {configuration:>11}: {seconds:6.1f} s  "
-                          f"{count / seconds:>9,.0f} points/s  cpu {cpu:5.1f} s "
+                          f"{count * len(outs) / seconds:>9,.0f} points/s  cpu {cpu:5.1f} s "
                           f"({cpu / count * 1e6:.2f} s per million points)  "
                           f"(load before {load:.1f})", flush=True)  # fmt: skip
             wall = {c: statistics.median(v) for c, v in walls.items()}
@@ -127,6 +151,11 @@ def main() -> None:
                   f"{two / count * 1e6:.2f} (1 / 1 as a cluster / 2), CPU of 2 / CPU of 1 = "
                   f"{two / one:.2f} (at most 1.1), of 2 / of a cluster of 1 = "
                   f"{two / cluster:.2f}")  # fmt: skip
+            if CONTROL in cpu_:  # two processes that share nothing cost this on this machine
+                print(f"{name:>19}, medians of {args.rounds}: one of two single processes at "
+                      f"once costs {cpu_[CONTROL] / one:.2f}x one alone (the machine's "
+                      f"contention); CPU of 2 / CPU of one of those = "
+                      f"{two / cpu_[CONTROL]:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":
