@@ -55,9 +55,6 @@ class ExplicitEvent:
     action: str
     job: str = ""
     rank: int = -1
-    # The driver's reports of this application fault on this one GPU, in days: at
-    # REPEATS_THAT_MATTER it is the GPU's warning (flows/judge/event_points.py).
-    repeats: int = 0
 
     @property
     def entity(self) -> str:

@@ -30,7 +30,3 @@ def test_three_faults_on_one_gpu_are_a_warning_against_it() -> None:
         ("warning", "node-0002", "gpu", "1")
     ]
     assert "3 faults on this GPU" in events[0].summary
-
-
-def test_the_same_fault_on_two_gpus_thrice_is_the_applications() -> None:
-    assert _events("app_fault_two_gpus_thrice") == []

@@ -68,7 +68,6 @@ def explicit_events(
                 index = gpu_ids.index(node, device) or index
             severity = _EVENT_SEVERITY.get(kind, "warning")
             meaning, action = kind.replace("_", " "), _EVENT_ACTION.get(kind, "")
-            repeats = 0  # an application fault's reports on this GPU, once they matter
             if kind == "xid":
                 profile = profiles.get(node_profile.get(node, ""))
                 info = profile.xid(code) if profile else generic_xids().get(code)
@@ -86,7 +85,7 @@ def explicit_events(
                 )
                 if severity == "application" and seen >= REPEATS_THAT_MATTER:
                     # Repeated on one GPU (in this job or across jobs): the GPU's doing.
-                    severity, repeats = "warning", seen
+                    severity = "warning"
                     meaning = f"{meaning}; {seen} faults on this GPU in days: suspect the GPU"
             message = str(point.fields.get("message", ""))
             if kind == "mce" and (
@@ -124,7 +123,6 @@ def explicit_events(
                     action,
                     str(point.fields.get("job", "")),
                     int(point.fields.get("rank", -1)),
-                    repeats,
                 )
             )
     return events

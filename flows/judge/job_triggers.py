@@ -9,7 +9,6 @@ import numpy as np
 
 from reflex_localize.flows.incidents.events import Evidence, LocalizationEvent, Suspect
 from reflex_localize.flows.incidents.explain import describe
-from reflex_localize.flows.incidents.node_memory import REPEATS_THAT_MATTER
 from reflex_localize.flows.judge.job_fields import (
     DRIFTS,
     HOLD_WINDOWS,
@@ -204,10 +203,7 @@ class JobTriggers(PartFindings):
                 e.severity == "critical"
                 or (
                     e.severity == "warning"
-                    and (
-                        self._repeated_alone(e)
-                        or self.compound.get(e.entity) >= self._bar(e.component, 2)
-                    )
+                    and self.compound.get(e.entity) >= self._bar(e.component, 2)
                 )
             )
         ]
@@ -266,18 +262,6 @@ class JobTriggers(PartFindings):
         if self.held_since >= 0:
             return self._held_regression(window, end_ns)
         return self._revision(window, end_ns)
-
-    def _repeated_alone(self, event: ExplicitEvent) -> bool:
-        """An application fault the driver reported again and again on this one GPU
-        (``repeats``), while no other part of the job reported it lately: its peers run the
-        same code cleanly, so it is the GPU's, and the repeats are what backs the warning. The
-        same fault on several GPUs is the application's."""
-        if event.repeats < REPEATS_THAT_MATTER:
-            return False
-        return not any(
-            other.kind == event.kind and other.code == event.code and other.entity != event.entity
-            for other in self.recent_events
-        )
 
     def _held_regression(self, window: int, end_ns: int) -> LocalizationEvent | None:
         """A regression is told once a suspect stands out. With none, the job must stay slow:
