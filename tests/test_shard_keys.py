@@ -61,3 +61,14 @@ def test_a_shard_keyed_by_its_name_alone_would_cross() -> None:
     """What the keys fix: Bytewax would put all four default shards' states on one of two
     workers, two of them away from their sources."""
     assert {route(f"shard-{i}", 2) for i in range(4)} == {1}
+
+
+def test_the_keys_stay_what_recovery_directories_hold() -> None:
+    """Shard states are stored under these keys: a search that found others (a faster one, say)
+    would lose every baseline of a flow restarted from its recovery directory."""
+    assert [shard_key(f"shard-{i}", 4) for i in range(4)] == [
+        "shard-0~002127", "shard-1~000597", "shard-2~000707", "shard-3~001972",
+    ]  # fmt: skip
+    assert [shard_key(f"shard-{i}", 16) for i in (0, 7, 15)] == [
+        "shard-0~002127", "shard-7~005170", "shard-15~000630",
+    ]  # fmt: skip
