@@ -28,7 +28,8 @@ from reflex_localize.simulator.events import EventRecord
 class JobIncident:
     """A change to a job's step model at ``time_s``.
 
-    kind: "crash" (no step completes after time_s; processes gone at stop_s), "hang" (no
+    kind: "crash" (no step completes after time_s; the ranks waiting on the dead one spin in
+    their collective until each exits, ``exits``; processes gone at stop_s), "hang" (no
     step completes; GPUs spin until stop_s, except on ``node``, the cause), "loss_spike"
     (replica ``value`` computes garbage), "stage_factor" (last pipeline stage costs ``value``
     times a normal stage), "seq_noise" (sequence-length noise sigma becomes ``value``).
@@ -40,6 +41,7 @@ class JobIncident:
     stop_s: float = 0.0
     node: int = -1
     value: float = 0.0
+    exits: tuple[float, ...] = ()  # a crash: when each rank's process exits, by rank
 
 
 def _ns(start_ns: int, seconds: float | np.ndarray) -> np.ndarray:
@@ -88,7 +90,8 @@ def crash(
                 {"code": 1, "job": job.name, "rank": rank, "message": message},
             )
         )
-    return events, JobIncident("crash", job.name, time_s, stop_s=float(exit_at.max()))
+    exits = tuple(exit_at.tolist())
+    return events, JobIncident("crash", job.name, time_s, stop_s=float(exit_at.max()), exits=exits)
 
 
 def hang(

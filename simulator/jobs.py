@@ -56,6 +56,7 @@ class JobRuntime:
         self.cut_s = first.time_s if first else np.inf  # no step completes after this
         self.gone_s = min(first.stop_s, job.end_s) if first else job.end_s
         self.hang = first if first and first.kind == "hang" else None
+        self.crash = first if first and first.kind == "crash" and first.exits else None
         self.next_start_s = job.start_s
         self.next_checkpoint_s = job.start_s + job.config.checkpoint_every_s
         self.checkpoints: list[tuple[float, float]] = []
@@ -212,6 +213,12 @@ class JobRuntime:
             hung = (t >= self.hang.time_s) & alive
             spinning = np.where(self.job.rank_node == self.hang.node, 0.0, SPIN_UTIL)
             util[hung] = spinning
+        if self.crash is not None:
+            # The ranks waiting on the dead one spin in NCCL kernels until their watchdog
+            # kills them, one by one (the dead rank's GPU idles at once).
+            exits = np.array(self.crash.exits)
+            waiting = (t[:, None] >= self.crash.time_s) & (t[:, None] < exits[None, :])
+            util[waiting & alive[:, None]] = SPIN_UTIL
         traffic = np.repeat(training[:, None].astype(float), self.world, axis=1)
         held = np.repeat(alive[:, None], self.world, axis=1)
         return util, traffic, held, checkpointing & running
