@@ -57,6 +57,12 @@ INFO_MIN_SLOWDOWN = 0.05
 # that comes and goes), told again as a recurrence, not folded into the first incident.
 RECUR_QUIET_S = 120.0
 
+# Process exits and NCCL timeouts that begin this soon after a critical error or a crash told
+# in the job are its cascade, and the job's lack of progress its consequence: PyTorch's NCCL
+# watchdog waits 10 minutes by default (30 in older releases) before it kills the ranks stuck
+# in a collective with the lost or dead rank.
+CASCADE_AFTER_CRITICAL_S = 1800.0
+
 # GPU signals that make a rank compute slower (a stage slow on all its ranks may be these).
 SLOWING_SIGNALS = ("throttle_", "sm_clock_low", "power_low")
 
@@ -155,6 +161,8 @@ class JobFields(FieldsFilledOnRestore):
     # Critical errors told, by part (entity): when. A critical error is held back only as a
     # repeat of this finding within the cooldown, never by an event of another severity or part.
     critical_told: dict[str, int] = field(default_factory=dict)
+    last_critical_ns: int = -(10**19)  # the job's last critical error told (for its cascade)
+    crash_told_ns: int = -(10**19)  # a crash with no hardware error was told then
     # The open incidents' parts last had fresh evidence then, after a quiet gap this long (see
     # RECUR_QUIET_S); when each node an event named was told in this job.
     incident_active_ns: int = -(10**19)

@@ -172,9 +172,10 @@ class JobState(JobTriggers):
                 self.last_evidence[entity] = window
         self.fresh = {e for e, w in self.last_evidence.items() if window - w <= RECENT_WINDOWS}
         self.last_evidence = {e: self.last_evidence[e] for e in self.fresh}
-        if self.last_event_entities & self.fresh or self._told_ranks_slow():
+        told_fresh = bool(self.last_event_entities & self.fresh)
+        if told_fresh or self._told_ranks_slow():
             quiet = end_ns - self.incident_active_ns
-            if quiet > 1.5 * self.config.window_seconds * 1e9:  # a new run of evidence
+            if told_fresh and quiet > 1.5 * self.config.window_seconds * 1e9:  # a new run
                 self.incident_gap_ns = quiet
             self.incident_active_ns = end_ns
         if self.config.recorder is not None:

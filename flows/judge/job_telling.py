@@ -24,13 +24,25 @@ class IncidentTelling(SuspectRanking):
         trigger: str,
         root: ExplicitEvent | None,
         revises: bool = False,
+        causes_before_ns: int | None = None,
     ) -> LocalizationEvent | None:
+        """The window's event, unless an open incident already tells it. With
+        ``causes_before_ns`` (a crash's cascade), a part whose evidence all began after that
+        is the crash's consequence, not its cause: GPUs idle and clocks drop as ranks exit."""
         suspects = self._suspects(root)
+        if causes_before_ns is not None:
+            suspects = [
+                s
+                for s in suspects
+                if min((e.since_ns for e in s.evidence), default=end_ns) < causes_before_ns
+            ]
         top = suspects[0] if suspects else None
         in_cooldown = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
         critical = root is not None and root.severity == "critical"
         if root is not None and critical and self._critical_repeats(root, end_ns):
             return None  # the same part's critical error, told within the cooldown
+        if critical:
+            self.last_critical_ns = end_ns
         # One incident, one event: within the cooldown only an explicit error on a new node
         # opens a new incident; slowdowns, hangs and cascades belong to the open one. A
         # critical error is never one of them: it always gets an event of its own.
@@ -83,7 +95,11 @@ class IncidentTelling(SuspectRanking):
                 summary=f"several nodes under switch {switch} degrade together: {event.summary}",
             )
         event = replace(event, sites=self._sites_of(event.suspects))
-        if top is None and root is None:
+        if top is None and root is None and trigger == "explicit":
+            self.crash_told_ns = end_ns  # the job's ranks exit: what follows is its consequence
+        elif top is None and root is None:
+            # A slowdown's verdict may be revised by evidence that comes later; a crash's may
+            # not: its ranks' GPUs idle as they exit, and the job stops making progress.
             self.info_verdict_ns = end_ns
         event = self._recurrence(event, root is None)
         named = {(s.node, s.entity) for s in suspects[:1]}

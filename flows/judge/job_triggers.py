@@ -10,6 +10,7 @@ import numpy as np
 from reflex_localize.flows.incidents.events import Evidence, LocalizationEvent, Suspect
 from reflex_localize.flows.incidents.explain import describe
 from reflex_localize.flows.judge.job_fields import (
+    CASCADE_AFTER_CRITICAL_S,
     DRIFTS,
     HOLD_WINDOWS,
     INFO_HOLD_WINDOWS,
@@ -253,9 +254,13 @@ class JobTriggers(PartFindings):
             return None
         if self.cascade_waiting >= 0 and window > self.cascade_waiting:
             self.cascade_waiting = -1
-            return self._emit(window, end_ns, "explicit", self._exit_root())
-        if hung:
-            return self._emit(window, end_ns, "hang", None)
+            began = min((e.time_ns for e in self.recent_events if e.is_cascade), default=end_ns)
+            told = max(self.last_critical_ns, self.crash_told_ns)
+            if began - told < CASCADE_AFTER_CRITICAL_S * 1e9:
+                return None  # the cascade of a crash or critical error told: its incident
+            return self._emit(window, end_ns, "explicit", self._exit_root(), causes_before_ns=began)
+        if hung and end_ns - self.crash_told_ns >= CASCADE_AFTER_CRITICAL_S * 1e9:
+            return self._emit(window, end_ns, "hang", None)  # (a crash's ranks make no progress)
         if regressed and self.held_since < 0:
             self.regression.reset()
             self.held_since = window
