@@ -42,7 +42,8 @@ class _ShardLogic(StatefulLogic[WindowBatch, Routed, ShardState]):
             value = dataclasses.replace(value, frames=frames)
             out += [("error", record) for record in self.one_cluster.tell(aside)]
             ignored = {("ignored", REASON): sum(aside.values())}
-            out.append(("points", reject_points(ignored, self.state.config.cluster, value.end_ns)))
+            cluster = self.state.config.cluster
+            out.append(("points", reject_points(ignored, cluster, value.end_ns, value.shard)))
         try:
             out.extend(self.state.on_batch(value))
         except Exception as error:
@@ -56,7 +57,7 @@ class _ShardLogic(StatefulLogic[WindowBatch, Routed, ShardState]):
                     ),
                 )
             )
-        out.extend(reject_counts(out, self.state.config.cluster, value.end_ns))
+        out.extend(reject_counts(out, self.state.config.cluster, value.end_ns, value.shard))
         return out, StatefulLogic.RETAIN
 
     def snapshot(self) -> ShardState:
@@ -108,11 +109,11 @@ def job_logic(config: JobConfig) -> Callable[[JobState | None], _JobLogic]:
     return build
 
 
-def reject_counts(out: list[Routed], cluster: str, time_ns: int) -> list[Routed]:
+def reject_counts(out: list[Routed], cluster: str, time_ns: int, shard: str = "") -> list[Routed]:
     """The window's rejects totalled by where and code, as points: so InfluxDB (and its
     dashboards) can count what the flow refused, not only the error files."""
     counts = Counter((item.where, item.reason) for route, item in out if route == "error")
-    return [("points", reject_points(counts, cluster, time_ns))] if counts else []
+    return [("points", reject_points(counts, cluster, time_ns, shard))] if counts else []
 
 
 def build_flow(

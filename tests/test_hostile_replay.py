@@ -195,3 +195,29 @@ def test_a_telegraf_host_tag_on_every_line_is_carried(
     assert not result.errors, result.error_counts
     assert [e.event_id for e in result.events] == [e.event_id for e in clean_run.events]
     assert carried == Counter({"foreign_tag": len(tagged)})
+
+
+def test_each_shards_reject_counts_are_a_series_of_their_own(
+    clean_lines: list[str], tmp_path: Path
+) -> None:
+    """Shards count the same window's rejects apart. In InfluxDB a point of the same series and
+    time replaces the one before, so without its shard's tag only one shard's count was kept."""
+    tagged = [line.replace(",", ",host=telegraf-7,", 1) for line in clean_lines]
+    path = tmp_path / "tagged.lp"
+    path.write_text("\n".join(tagged) + "\n")
+    series: Counter[tuple[str, tuple[tuple[str, str], ...], int]] = Counter()
+    carried = 0
+
+    def collect(route: str, item: object) -> None:
+        nonlocal carried
+        if route == "points":
+            for point in item:  # type: ignore[attr-defined]
+                if point.measurement == "reflex_rejects" and point.tags["where"] == "carried":
+                    tags = tuple(sorted(point.tags.items()))
+                    series[(point.tags.get("shard", ""), tags, point.time_ns)] += 1
+                    carried += int(point.fields["records"])
+
+    run_in_process(LineProtocolSource(path, 4, 10.0), on_output=collect)
+    assert carried == len(tagged)
+    assert {shard for shard, _, _ in series} == {f"shard-{i}" for i in range(4)}
+    assert max(series.values()) == 1, "two shards' counts would overwrite each other"

@@ -188,7 +188,8 @@ class ShardState(FieldsFilledOnRestore):
             self.busy_clocks.end(job)
         if carried:  # counted, not errors: exported beside the rejects
             counts = {("carried", "foreign_tag"): carried}
-            out.append(("points", reject_points(counts, self.config.cluster, batch.end_ns)))
+            points = reject_points(counts, self.config.cluster, batch.end_ns, batch.shard)
+            out.append(("points", points))
         self.windows_seen += 1
         if self.windows_seen % self.config.baseline_every == 0:
             out.append(("points", self._baseline_points(batch.end_ns)))
@@ -491,10 +492,15 @@ def record_points(
     return points
 
 
-def reject_points(counts: Mapping[tuple[str, str], int], cluster: str, time_ns: int) -> list[Point]:
-    """``reflex_rejects`` points: records per (where, reason code) in one window."""
+def reject_points(
+    counts: Mapping[tuple[str, str], int], cluster: str, time_ns: int, shard: str = ""
+) -> list[Point]:
+    """``reflex_rejects`` points: records per (where, reason code) in one window, tagged with
+    the shard that counted them: shards count the same window and reason apart, and in
+    InfluxDB one series would keep only the last shard's count."""
+    tags = {"cluster": cluster, **({"shard": shard} if shard else {})}
     return [
-        Point("reflex_rejects", {"cluster": cluster, "where": where, "reason": reason},
+        Point("reflex_rejects", {**tags, "where": where, "reason": reason},
               {"records": records}, time_ns)
         for (where, reason), records in sorted(counts.items())
     ]  # fmt: skip
