@@ -34,7 +34,8 @@ class IncidentTelling(SuspectRanking):
             suspects = [
                 s
                 for s in suspects
-                if min((e.since_ns for e in s.evidence), default=end_ns) < causes_before_ns
+                if (root is not None and s.entity == root.entity)
+                or min((e.since_ns for e in s.evidence), default=end_ns) < causes_before_ns
             ]
         top = suspects[0] if suspects else None
         in_cooldown = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
@@ -95,9 +96,7 @@ class IncidentTelling(SuspectRanking):
                 summary=f"several nodes under switch {switch} degrade together: {event.summary}",
             )
         event = replace(event, sites=self._sites_of(event.suspects))
-        if top is None and root is None and trigger == "explicit":
-            self.crash_told_ns = end_ns  # the job's ranks exit: what follows is its consequence
-        elif top is None and root is None:
+        if top is None and root is None and trigger != "explicit":
             # A slowdown's verdict may be revised by evidence that comes later; a crash's may
             # not: its ranks' GPUs idle as they exit, and the job stops making progress.
             self.info_verdict_ns = end_ns

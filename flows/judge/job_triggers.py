@@ -258,7 +258,11 @@ class JobTriggers(PartFindings):
             told = max(self.last_critical_ns, self.crash_told_ns)
             if began - told < CASCADE_AFTER_CRITICAL_S * 1e9:
                 return None  # the cascade of a crash or critical error told: its incident
-            return self._emit(window, end_ns, "explicit", self._exit_root(), causes_before_ns=began)
+            root = self._exit_root()
+            crash = self._emit(window, end_ns, "explicit", root, causes_before_ns=began)
+            if crash is not None:
+                self.crash_told_ns = end_ns  # what follows is the crash's consequence
+            return crash
         if hung and end_ns - self.crash_told_ns >= CASCADE_AFTER_CRITICAL_S * 1e9:
             return self._emit(window, end_ns, "hang", None)  # (a crash's ranks make no progress)
         if regressed and self.held_since < 0:
