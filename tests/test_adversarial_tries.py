@@ -348,7 +348,8 @@ def test_8_every_process_of_a_flow_follows_the_same_cluster(
     told_once = (tmp_path / "errors.jsonl").read_text().splitlines()
     assert 1 <= len(told_once) <= 2 and all("other_cluster" in line for line in told_once)
     ignored = re.findall(
-        r"^reflex_rejects,cluster=a,reason=other_cluster,where=ignored records=(\d+)i ",
+        r"^reflex_rejects,cluster=a,reason=other_cluster,shard=shard-\d+,where=ignored"
+        r" records=(\d+)i ",
         (tmp_path / "outputs.lp").read_text(), re.MULTILINE,
     )  # fmt: skip
     assert sum(map(int, ignored)) == sum(map(len, chunks(XID79, SECONDS, "b", onset_s=200)))
