@@ -5,8 +5,12 @@ fell below the rate it ran at before.
 These are facts of the hardware, not statistics: they raise no XID and need not slow the
 job's steps measurably (a GPU at x8 still computes; the job may hide its host traffic), so a
 job's slowdown may never point at them while another fault of the job leads every event.
-Operators check them in health checks and drain the node at the next chance. As a warning,
-the incident rule still asks the part's score to back it (flows/judge/job_triggers.py).
+Operators check them in health checks and drain the node at the next chance. Only a change
+is told: a GPU link seen at its full width under load before, a port seen at a higher rate
+(a fleet whose links all run narrower than they report, by design, is normal). The change
+is what backs the warning, not the part's score, which may still be building when it is
+told (flows/judge/job_triggers.py); a port that carries none of the job's collectives still
+needs its score.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ RATE_SHARE = 0.9
 _WIDTH = SIGNAL_NAMES.index("pcie_downgrade")  # share of samples below the maximum width
 _RATE = SIGNAL_NAMES.index("nic_rate_low")  # a port's mean rate in Gb/s
 
+# The kinds this module tells (each a change of the link, which backs it).
+KINDS = frozenset({"pcie_downtrained", "port_rate_low"})
+
 _TOLD = {
     "pcie_downtrained": (
         "PCIe link trained below its maximum width under load (LnkSta < LnkCap)",
@@ -48,6 +55,7 @@ class DegradedLinks:
 
     held: dict[str, int] = field(default_factory=dict)
     best_rate: dict[str, float] = field(default_factory=dict)
+    full_width: set[str] = field(default_factory=set)  # GPUs seen at full width under load
 
     def observe(
         self, entities: np.ndarray, values: np.ndarray, busy_nodes: set[str], end_ns: int
@@ -75,7 +83,12 @@ class DegradedLinks:
     def _degraded(self, entity: str, component: str, row: np.ndarray) -> str | None:
         if component == "gpu":
             width = row[_WIDTH]
-            return "pcie_downtrained" if np.isfinite(width) and width >= MOSTLY else None
+            if not np.isfinite(width):
+                return None
+            if width < MOSTLY:
+                self.full_width.add(entity)
+                return None
+            return "pcie_downtrained" if entity in self.full_width else None
         rate = row[_RATE]
         if not np.isfinite(rate) or rate <= 0:
             return None  # no reading, or the port is down: its link events tell that

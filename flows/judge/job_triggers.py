@@ -9,6 +9,7 @@ import numpy as np
 
 from reflex_localize.flows.incidents.events import Evidence, LocalizationEvent, Suspect
 from reflex_localize.flows.incidents.explain import describe
+from reflex_localize.flows.judge.degraded_links import KINDS as LINK_KINDS
 from reflex_localize.flows.judge.job_fields import (
     CASCADE_AFTER_CRITICAL_S,
     DRIFTS,
@@ -204,7 +205,10 @@ class JobTriggers(PartFindings):
                 e.severity == "critical"
                 or (
                     e.severity == "warning"
-                    and self.compound.get(e.entity) >= self._bar(e.component, 2)
+                    and (
+                        self._link_changed(e)
+                        or self.compound.get(e.entity) >= self._bar(e.component, 2)
+                    )
                 )
             )
         ]
@@ -271,6 +275,13 @@ class JobTriggers(PartFindings):
         if self.held_since >= 0:
             return self._held_regression(window, end_ns)
         return self._revision(window, end_ns)
+
+    def _link_changed(self, event: ExplicitEvent) -> bool:
+        """A GPU link or a rail that ran below what it ran at before, under load
+        (flows/judge/degraded_links.py): the change backs the warning, whatever the score."""
+        if event.kind not in LINK_KINDS:
+            return False
+        return event.component == "gpu" or self.book.nic_role.get(event.entity, RAIL) == RAIL
 
     def _held_regression(self, window: int, end_ns: int) -> LocalizationEvent | None:
         """A regression is told once a suspect stands out. With none, the job must stay slow:
