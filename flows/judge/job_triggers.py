@@ -195,8 +195,11 @@ class JobTriggers(PartFindings):
         events: list[ExplicitEvent],
         found: list[StepFinding],
     ) -> LocalizationEvent | None:
-        # Critical errors trigger. A warning (a remap recorded, a corrected MCE) triggers only
-        # when its entity's compound score corroborates it; otherwise it is just evidence.
+        # Critical errors trigger. A warning (a remap recorded, a corrected MCE, an application
+        # fault repeated on one GPU) triggers only when something other than error reports
+        # corroborates it (its entity's slowing score: reports do not back themselves, and a
+        # third report must not page where two did not); otherwise it is just evidence.
+        # Operators absorb application XIDs unless a hardware signal comes with them.
         hardware = [
             e
             for e in events
@@ -207,7 +210,7 @@ class JobTriggers(PartFindings):
                     e.severity == "warning"
                     and (
                         self._link_changed(e)
-                        or self.compound.get(e.entity) >= self._bar(e.component, 2)
+                        or self._slowing(e.entity) >= self._bar(e.component, 2)
                     )
                 )
             )
