@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,13 +56,14 @@ class StepFinding:
 
 
 def role_ratios(
-    values: np.ndarray, groups: np.ndarray, min_spread: float
+    values: np.ndarray, groups: np.ndarray | Sequence[Hashable], min_spread: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each value over its group's level (the median of the group's faster half), and how far
     that ratio stands out, in robust spreads of all the ratios (NaN for a group of one)."""
     ratio = np.full(len(values), np.nan)
     members: dict[object, list[int]] = {}
-    for row, group in enumerate(groups.tolist()):
+    listed_groups = groups.tolist() if isinstance(groups, np.ndarray) else groups
+    for row, group in enumerate(listed_groups):
         members.setdefault(group, []).append(row)
     listed = values.tolist()
     for rows in members.values():
@@ -177,40 +179,14 @@ class StepPeers(FieldsFilledOnRestore):
             return []
         values = np.array([compute[r] for r in ranks])
         stages = np.array([members[r].pp_rank for r in ranks])
-        groups = np.array([f"{members[r].pp_rank}|{members[r].profile}" for r in ranks], object)
+        # (stage, profile) pairs: the same groups as the "stage|profile" strings, unspelled.
+        groups = [(members[r].pp_rank, members[r].profile) for r in ranks]
         ratio, z = role_ratios(values, groups, self.min_spread)
         self.judged += 1
-        findings = []
-        for rank, r, zz in zip(ranks, ratio.tolist(), z.tolist(), strict=True):
-            # A part with a record is suspected at half the excess (flows/incidents/node_memory.py).
-            self._judge_marginal(rank, r, zz, time_ns)
-            self._sample_streak(rank)
-            bar = max(self.min_excess, self.learned_excess)
-            excess = bar / 2 if rank in self.quick else bar
-            slow = math.isfinite(r) and r >= 1 + excess and zz >= self.z_needed
-            if not slow:
-                self.was_normal.add(rank)
-                self.streak.pop(rank, None)
-                self.since.pop(rank, None)
-                self.reported.discard(rank)
-                continue
-            self.streak[rank] = self.streak.get(rank, 0) + 1
-            since = self.since.setdefault(rank, time_ns)
-            # A marginal slowdown must hold three times as long before it is told (noise and a
-            # neighbour's trouble push a healthy rank 10-20% over for a step or two), and must
-            # have begun during the job: a part a little slow since the job's first step is
-            # as likely a quirk of that part as a fault, and only a clear one is told then.
-            clear = r >= 1 + max(self.clear_excess, self.learned_excess)
-            known = rank in self.quick
-            needed = self.streak_steps - 1 if known else self.streak_steps * (1 if clear else 3)
-            told = clear or rank in self.was_normal or known
-            # A part with a record is told on its lowered bar: the record says it is no blip.
-            held = known or time_ns - since >= self.min_hold_s * 1e9
-            if self.streak[rank] >= needed and told and held and rank not in self.reported:
-                self.reported.add(rank)
-                findings.append(
-                    StepFinding("straggler", rank, float(r), float(zz), self.streak[rank], since)
-                )
+        ratios, zs = ratio.tolist(), z.tolist()
+        self._judge_marginal(ranks, ratios, zs, time_ns)
+        self._sample_streaks(ranks)
+        findings = self._judge_slow(ranks, ratios, zs, time_ns)
         self._remember(ranks, values, stages, ratio)
         level = _faster_half(values.tolist())  # the job's: the data and a slow stage cancel
         if level > 0:
@@ -232,19 +208,77 @@ class StepPeers(FieldsFilledOnRestore):
             findings.append(pattern[2])
         return findings
 
-    def _sample_streak(self, rank: int) -> None:
-        """The rank's least excess over its latest streak_steps steps: what a straggler must
-        hold, step after step, for the alarm budget (flows/judge/alarm_budget.py)."""
-        recent = [r for r, _, _ in self.marginal_recent[rank][-self.streak_steps :]]
-        if len(recent) == self.streak_steps and all(map(math.isfinite, recent)):
-            self.budget_samples.append(max(min(recent) - 1.0, 0.0))
+    def _judge_slow(
+        self, ranks: list[int], ratios: list[float], zs: list[float], time_ns: int
+    ) -> list[StepFinding]:
+        """Each rank slow against its peers this step or not: its streak grows or ends, and a
+        streak long and clear enough is told as a straggler."""
+        # A part with a record is suspected at half the excess (flows/incidents/node_memory.py).
+        bar = max(self.min_excess, self.learned_excess)
+        slow_at, quick_slow_at = 1 + bar, 1 + bar / 2
+        keeping_up: list[int] = []
+        findings = []
+        for rank, r, zz in zip(ranks, ratios, zs, strict=True):
+            at = quick_slow_at if rank in self.quick else slow_at
+            if not (math.isfinite(r) and r >= at and zz >= self.z_needed):
+                keeping_up.append(rank)
+                continue
+            self.streak[rank] = self.streak.get(rank, 0) + 1
+            since = self.since.setdefault(rank, time_ns)
+            # A marginal slowdown must hold three times as long before it is told (noise and a
+            # neighbour's trouble push a healthy rank 10-20% over for a step or two), and must
+            # have begun during the job: a part a little slow since the job's first step is
+            # as likely a quirk of that part as a fault, and only a clear one is told then.
+            clear = r >= 1 + max(self.clear_excess, self.learned_excess)
+            known = rank in self.quick
+            needed = self.streak_steps - 1 if known else self.streak_steps * (1 if clear else 3)
+            told = clear or rank in self.was_normal or known
+            # A part with a record is told on its lowered bar: the record says it is no blip.
+            held = known or time_ns - since >= self.min_hold_s * 1e9
+            if self.streak[rank] >= needed and told and held and rank not in self.reported:
+                self.reported.add(rank)
+                findings.append(
+                    StepFinding("straggler", rank, float(r), float(zz), self.streak[rank], since)
+                )
+        self._keeping_up(keeping_up)
+        return findings
 
-    def _judge_marginal(self, rank: int, ratio: float, z: float, time_ns: int) -> None:
-        kept = self.marginal_recent.get(rank, [])[1 - self.marginal_steps :]
-        self.marginal_recent[rank] = [*kept, (ratio, z, time_ns)]
-        ratios = [r for r, _, _ in self.marginal_recent[rank] if math.isfinite(r)]
-        if len(ratios) >= self.marginal_steps and _median(ratios) < 1 + self.marginal_excess / 2:
-            self.marginal_told.discard(rank)  # back with its peers: a new streak is news
+    def _keeping_up(self, ranks: list[int]) -> None:
+        """Ranks not slow this step: seen keeping up, their streaks (and reports) over. Most
+        ranks, every step: done in bulk, the dicts walked only when they hold anything."""
+        self.was_normal.update(ranks)
+        self.reported.difference_update(ranks)
+        for counts in (self.streak, self.since):
+            if counts:
+                for rank in ranks:
+                    counts.pop(rank, None)
+
+    def _sample_streaks(self, ranks: list[int]) -> None:
+        """Each rank's least excess over its latest streak_steps steps: what a straggler must
+        hold, step after step, for the alarm budget (flows/judge/alarm_budget.py)."""
+        steps, samples = self.streak_steps, self.budget_samples
+        for rank in ranks:
+            kept = self.marginal_recent[rank][-steps:]
+            if len(kept) == steps:
+                recent = [r for r, _, _ in kept]
+                if all(map(math.isfinite, recent)):
+                    samples.append(max(min(recent) - 1.0, 0.0))
+
+    def _judge_marginal(
+        self, ranks: list[int], ratios: list[float], zs: list[float], time_ns: int
+    ) -> None:
+        """Keeps each rank's latest marginal_steps steps; a rank told as marginal and now back
+        with its peers may be told again."""
+        start, back_below = 1 - self.marginal_steps, 1 + self.marginal_excess / 2
+        for rank, ratio, z in zip(ranks, ratios, zs, strict=True):
+            kept = self.marginal_recent.setdefault(rank, [])
+            del kept[:start]  # what kept[start:] keeps, in place: one list per rank, not a step
+            kept.append((ratio, z, time_ns))
+            if rank not in self.marginal_told:  # nothing to take back: leave the median be
+                continue
+            recent = [r for r, _, _ in kept if math.isfinite(r)]
+            if len(recent) >= self.marginal_steps and _median(recent) < back_below:
+                self.marginal_told.discard(rank)  # back with its peers: a new streak is news
 
     def _is_marginal(self, rank: int, steps: int) -> bool:
         kept = self.marginal_recent.get(rank, [])[-steps:]
