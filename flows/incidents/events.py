@@ -33,6 +33,11 @@ _ACTIONS = [
     ("nic", "pause", "PFC storm: isolate the NIC port; check the NIC and switch buffers"),
     ("nic", "", "check cable/port: reseat or replace the transceiver; check the switch port"),
     ("host", "", "check host processes, memory and storage; drain node if it persists"),
+    (
+        "node",
+        "sm_clock_low",
+        "check the node's cooling (fans, inlet air) and power supplies; drain if clocks stay low",
+    ),
     ("node", "", "drain node and run diagnostics"),
 ]
 

@@ -172,6 +172,17 @@ def describe_finding(
             "last it served: a fail-slow it brought into this job (power delivery or cooling), "
             "which its peers cannot show where healthy GPUs differ as much"
         )
+    elif kind == "drift" and top is not None and finding.kind == "node_drift":
+        since = datetime.fromtimestamp(finding.since_ns / 1e9, tz=UTC).strftime("%H:%M:%S")
+        severity, confidence = "warning", 0.6
+        action = recommend_action(top.component, "sm_clock_low")
+        summary = (
+            f"drift: {top.node}: the job, on this node alone, computes "
+            f"{100 * (finding.ratio - 1):.1f}% longer than it did before {since} UTC (over "
+            f"{finding.steps} windows), and its GPUs' SM clock, with no clock reason and no "
+            f"more power drawn, is {100 * finding.z:.1f}% below their own: every GPU of the node "
+            "at once, a chassis cause (cooling or power), with no peer node to compare"
+        )
     elif kind == "drift" and top is not None:
         since = datetime.fromtimestamp(finding.since_ns / 1e9, tz=UTC).strftime("%H:%M:%S")
         severity, confidence = "warning", 0.6

@@ -20,6 +20,7 @@ from reflex_localize.flows.judge.alarm_budget import DEFAULT_BUDGET, AlarmBudget
 from reflex_localize.flows.judge.detectors import CompoundScore
 from reflex_localize.flows.judge.job_evidence import EvidenceBook, rank_entity
 from reflex_localize.flows.judge.liveness import LivenessTracker
+from reflex_localize.flows.judge.node_drift import NodeDrift
 from reflex_localize.flows.judge.step_peers import StepPeers
 from reflex_localize.flows.judge.triggers import HangDetector, StepRegression
 from reflex_localize.flows.messages import ExplicitEvent, JobWindow, RankInfo
@@ -85,7 +86,8 @@ DEFAULT_PROFILE = "h100-sxm5-80gb"
 
 CLOCK_COLUMN = SIGNAL_NAMES.index("sm_clock_low")  # its raw value: the window's mean MHz
 
-DRIFTS = ("drift", "carried_drift")  # against the rank's own history in this job, or its last
+# Against the rank's own history in this job, or its last; a one-node job's against its own.
+DRIFTS = ("drift", "carried_drift", "node_drift")
 
 # A throttle reason explains a low clock: such windows say nothing of a silent drift. (Holding
 # at the power cap is how a loaded GPU runs, not a reason.)
@@ -95,6 +97,7 @@ THROTTLE_COLUMNS = [
 ]
 
 POWER_CAP_COLUMN = SIGNAL_NAMES.index("throttle_sw_power_cap")
+POWER_COLUMN = SIGNAL_NAMES.index("power_low")  # its raw value: the window's mean watts
 
 
 def default_weights() -> dict[str, dict[str, float]]:
@@ -191,6 +194,10 @@ class JobFields(FieldsFilledOnRestore):
     # Records the job's parts came with, as of the job's first window (never this job's own).
     history: dict[str, tuple[float, str]] | None = None
     past_clocks_taken: bool = False  # the ranks' GPU clocks in their last jobs, taken
+    # A one-node job against its own history (flows/judge/node_drift.py), and this window's
+    # median clock and power of its GPUs, and whether most had a clock reason.
+    node_drift: NodeDrift = field(default_factory=NodeDrift)
+    node_gpus: tuple[float, float, bool] | None = None
     sites: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> site tags
     last_done: int = -1
     finished: bool = False

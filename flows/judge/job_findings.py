@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -20,6 +21,7 @@ from reflex_localize.flows.judge.job_fields import (
     COMM_SHARE,
     HOLD_WINDOWS,
     POWER_CAP_COLUMN,
+    POWER_COLUMN,
     THROTTLE_COLUMNS,
     clock_text,
     rank_label,
@@ -166,6 +168,42 @@ class PartFindings(IncidentTelling):
             if rank in throttled or np.nan_to_num(values[row, POWER_CAP_COLUMN]) > 0:
                 reasoned.add(rank)
         self.step_peers.drift.observe_clocks(clocks, throttled, reasoned)
+        self._node_gpus(entities, values)
+
+    def _node_gpus(self, entities: np.ndarray, values: np.ndarray) -> None:
+        """A one-node job's GPUs this window, for the job's own-history view (node drifts)."""
+        self.node_gpus = None
+        if len({info.node for info in self.members.values()}) != 1:
+            return
+        gpus = {rank_entity(info) for info in self.members.values()}
+        rows = np.array([entity in gpus for entity in entities.tolist()])
+        if not rows.any():
+            return
+        mine = values[rows]
+        reasoned = np.nan_to_num(mine[:, THROTTLE_COLUMNS]).any(axis=1) | (
+            np.nan_to_num(mine[:, POWER_CAP_COLUMN]) > 0
+        )
+        clock, power = _median(mine[~reasoned, CLOCK_COLUMN]), _median(mine[:, POWER_COLUMN])
+        self.node_gpus = (clock, power, 2 * int(reasoned.sum()) > len(mine))
+
+    def _node_drift_findings(self, parts: list[JobWindow], end_ns: int) -> list[StepFinding]:
+        """A one-node job slower than its own history with its GPUs' clock, drawing no more
+        power (flows/judge/node_drift.py): a finding on the node, as a rank's drift is."""
+        if self.node_gpus is None or self.config.mode == "peer_only":
+            return []
+        compute = np.concatenate([p.steps.compute for p in parts])
+        if not np.isfinite(compute).any():
+            compute = np.concatenate(
+                [p.steps.step_time - np.nan_to_num(p.steps.checkpoint) for p in parts]
+            )
+        known = compute[np.isfinite(compute) & (compute > 0)]
+        level = float(np.median(known)) if len(known) else math.nan
+        clock, power, reasoned = self.node_gpus
+        found = self.node_drift.observe(level, clock, power, end_ns, reasoned)
+        return [
+            StepFinding("node_drift", -1, 1 + d.shift, d.clock_drop, d.steps, d.since_ns)
+            for d in found
+        ]
 
     def _past_clocks(self, parts: list[JobWindow]) -> None:
         """Each rank's GPU clock in the last job it served (flows/judge/busy_clocks.py), taken once,
@@ -188,9 +226,12 @@ class PartFindings(IncidentTelling):
         """A rank slower than its own history with its GPU's clock, in this job or against its
         last (flows/judge/rank_drift.py): its GPU leads a drift event, which says so when half its
         node's ranks drifted with it."""
+        of_node = [f for f in drifts if f.kind == "node_drift"]
         drifts = [f for f in drifts if f.rank in self.members]
-        if not drifts or self.config.mode == "peer_only":
+        if self.config.mode == "peer_only":
             return None
+        if not drifts:
+            return self._node_drifted(window, end_ns, of_node[0]) if of_node else None
         finding = max(drifts, key=lambda f: (f.ratio, -f.rank))
         info = self.members[finding.rank]
         node, entity = info.node, rank_entity(info)
@@ -213,6 +254,21 @@ class PartFindings(IncidentTelling):
             "(its cooling or power), not one GPU"
         )
         return replace(event, summary=event.summary + whole)
+
+    def _node_drifted(
+        self, window: int, end_ns: int, finding: StepFinding
+    ) -> LocalizationEvent | None:
+        """A one-node job slower than its own history with every GPU's clock
+        (flows/judge/node_drift.py): the node leads, its GPUs follow in order."""
+        node = next(iter(self.members.values())).node
+        evidence = [
+            Evidence("sm_clock_low", None, None, round(finding.z, 4), finding.since_ns),
+            Evidence(STEP_SIGNAL, None, None, finding.ratio, finding.since_ns),
+        ]
+        lead = Suspect(node, "node", "-", round(self.compound.get(f"{node}|node|-"), 3), evidence)
+        gpus = sorted({info.gpu for info in self.members.values()})
+        named = [lead, *(self._suspect(f"{node}|gpu|{gpu}") for gpu in gpus)]
+        return self._lead_event(window, end_ns, "drift", finding, lead, suspects=named)
 
     def _comm_straggler(
         self, window: int, end_ns: int, parts: list[JobWindow]
@@ -315,3 +371,9 @@ def _off_own_history(evidence: Evidence) -> bool:
 
 # Spreads off its own history at which a port that is no rail counts as changed.
 OWN_HISTORY_Z = 3.0
+
+
+def _median(values: np.ndarray) -> float:
+    """The median of the finite values (NaN: none), without numpy's warning on an empty one."""
+    finite = values[np.isfinite(values)]
+    return float(np.median(finite)) if len(finite) else math.nan

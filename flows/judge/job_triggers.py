@@ -164,6 +164,7 @@ class JobTriggers(PartFindings):
                 )
                 self.step_peers.add_step(int(step), compute, int(rows.time_ns[mine].max()))
         found = self.step_peers.judge(self.members)
+        found += self._node_drift_findings(parts, max(p.end_ns for p in parts))
         self._calibrate_stragglers()
         return found
 
