@@ -38,6 +38,7 @@ from reflex_localize.schemas.contract import MeasurementSpec, Schema, load_schem
 from reflex_localize.schemas.frame import Frame, frames_from_points
 from reflex_localize.schemas.line_decoder_tokens import Kind, PlainBlock, kinds
 from reflex_localize.schemas.line_decoder_values import (
+    PAD,
     read_bools,
     read_numbers,
     read_strings,
@@ -165,9 +166,10 @@ def _fast_parts(
 ) -> list[FramePart]:
     """Parts of the lines the fast path vouches for; the others are added to ``strict``."""
     where = np.arange(len(lines))
-    long = bool(lines) and max(map(len, lines)) > MAX_LINE_CHARS  # the strict decoder's to refuse
-    block = None if long else PlainBlock.of(lines)
-    if block is None:  # a line holds a line break of its own, or is too long
+    block = PlainBlock.of(lines)
+    if block is None or _longest_line_bytes(block) > MAX_LINE_CHARS:
+        # A line holds a line break of its own, or may be too long (the strict decoder's to
+        # refuse): its bytes are past the limit, and its characters may be too.
         strict.update(p for p, line in enumerate(lines)
                       if "\n" in line or len(line) > MAX_LINE_CHARS)  # fmt: skip
         where = np.array([p for p in range(len(lines)) if p not in strict], np.int64)
@@ -190,6 +192,14 @@ def _fast_parts(
     batch.read()
     parts = [reading.part(strict) for reading in readings]
     return [part for part in parts if part is not None]
+
+
+def _longest_line_bytes(block: PlainBlock) -> int:
+    """The most bytes a line of the block has: no fewer than its characters, and read off
+    where the lines start (the longest in characters, ``max(map(len, lines))``, cost a Python
+    call per line)."""
+    after_last = len(block.raw) - PAD  # just after the "\n" that ends the last line
+    return int(np.diff(block.starts, append=after_last).max(initial=1)) - 1
 
 
 def _quoted_plain(line: str) -> bool:

@@ -135,6 +135,19 @@ def test_a_line_holding_a_line_break_is_left_to_the_strict_decoder() -> None:
     assert_agrees_with_strict(lines, carry_tags=True)
 
 
+def test_lines_at_the_length_limit_in_characters_but_past_it_in_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The block looks for long lines by their bytes; a line within the limit in characters
+    (which the strict decoder counts) gets its verdict all the same, and so do the others of
+    its block. (A low limit for the block alone: a line past it is the strict decoder's.)"""
+    monkeypatch.setattr(line_decoder, "MAX_LINE_CHARS", 64)
+    head = "host,cluster=c,node=n1 load1=0.5 1700000000000000000"
+    wide = head.replace("n1", "n" + "\u00e9" * (64 - len(head) + 1))
+    assert len(wide) == 64 < len(wide.encode())
+    assert_agrees_with_strict([*VALID_LINES[:5], wide, wide + "0", *VALID_LINES[5:10]], True)
+
+
 def test_a_real_capture_never_needs_the_strict_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
     """Quoted strings too (job membership, GPU info) are read by the fast path: the replay's
     speed depends on it. Only a measurement with too few lines to be worth a kind (an event)
