@@ -1,7 +1,7 @@
 """Derived signals: raw telemetry of one window turned into one value per entity and signal.
 
 Counters become reset-aware rates, bitmasks become indicator fractions, gauges become window
-means. Everything works on whole frames with numpy (``np.unique`` + ``np.bincount``); no Python
+means. Everything works on whole frames with numpy (entity codes + ``np.bincount``); no Python
 loop runs per point. An entity is ``node|component|index``: ``node-7|gpu|3``,
 ``node-7|nic|mlx5_0/1``, ``node-7|host|-``.
 
@@ -12,6 +12,7 @@ loop runs per point. An entity is ``node|component|index``: ``node-7|gpu|3``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 
@@ -200,6 +201,10 @@ _INDEX_TAG = {
 # A host has several disks and filesystems: each is reduced on its own (a counter per disk),
 # then the host takes its worst one (``node|host|-#sda`` -> ``node|host|-``).
 _PER_DEVICE = {"host_disk": "device", "host_fs": "mountpoint"}
+# The signals read from each measurement, in the table's order.
+_DEFS_OF: dict[str, list[SignalDef]] = {
+    measurement: [d for d in _DEFS if d.measurement == measurement] for measurement in _INDEX_TAG
+}
 
 
 def entity_groups(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
@@ -261,34 +266,74 @@ class WindowSignals:
 
 def derive(frames: list[Frame], window_seconds: float, memory: CounterMemory) -> WindowSignals:
     """All derived signals of one window's frames (any mix of measurements)."""
-    columns: dict[str, dict[str, float]] = {}
+    # Per frame that gave any: its entity keys and (signal, value per key) in the order
+    # reduced; a later frame's value of an (entity, signal) overwrites an earlier one's.
+    written: list[tuple[list[str], list[tuple[int, np.ndarray]]]] = []
     profiles: dict[str, str] = {}
     for frame in frames:
         if frame.measurement not in _INDEX_TAG or len(frame) == 0:
             continue
-        grouped = entity_groups(frame)
+        entities = _FrameEntities.of(frame)
         if "profile" in frame.tags:
             _remember_profiles(frame, profiles)
-        for definition in _DEFS:
-            if definition.measurement != frame.measurement:
+        keys, columns = entities.keys, []
+        for definition in _DEFS_OF[frame.measurement]:
+            if definition.fields[0] not in frame.fields:
                 continue
-            if not all(name in frame.fields for name in definition.fields[:1]):
+            reduced = _reduce(definition, frame, entities, window_seconds, memory)
+            if reduced is None:
                 continue
-            reduced = _reduce(definition, frame, grouped, window_seconds, memory)
             if frame.measurement in _PER_DEVICE:
-                reduced = _worst_device(reduced, definition.direction)
-            columns.setdefault(definition.name, {}).update(reduced)
-    entities = sorted({key for column in columns.values() for key in column})
-    index = {key: i for i, key in enumerate(entities)}
-    values = np.full((len(entities), len(SIGNAL_NAMES)), np.nan)
-    for name, column in columns.items():
-        rows = np.fromiter((index[k] for k in column), dtype=np.int64, count=len(column))
-        values[rows, SIGNAL_INDEX[name]] = np.fromiter(
-            column.values(), dtype=np.float64, count=len(column)
-        )
-    entity_array = np.array(entities, dtype=object)
-    profile_array = np.array([profiles.get(e.split("|", 1)[0], "") for e in entities], dtype=object)
+                by_device = dict(zip(entities.keys, reduced.tolist(), strict=True))
+                worst = _worst_device(by_device, definition.direction)
+                keys, reduced = list(worst), np.array(list(worst.values()), dtype=np.float64)
+            columns.append((SIGNAL_INDEX[definition.name], reduced))
+        if columns:
+            written.append((keys, columns))
+    entities_sorted = sorted(set().union(*(keys for keys, _ in written)))
+    index = {key: i for i, key in enumerate(entities_sorted)}
+    values = np.full((len(entities_sorted), len(SIGNAL_NAMES)), np.nan)
+    for keys, columns in written:
+        rows = np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(keys))
+        for signal, column in columns:
+            values[rows, signal] = column
+    entity_array = np.array(entities_sorted, dtype=object)
+    profile_array = np.array(
+        [profiles.get(e.split("|", 1)[0], "") for e in entities_sorted], dtype=object
+    )
     return WindowSignals(entity_array, values, profile_array)
+
+
+@dataclass
+class _FrameEntities:
+    """A frame's entities, found once for all the signals read from it: their keys
+    (first-seen order), each row's entity, rows per entity, and, for counters, the rows in
+    (entity, time) order."""
+
+    keys: list[str]
+    inverse: np.ndarray
+    counts: np.ndarray
+    time_ns: np.ndarray
+    _by_time: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @classmethod
+    def of(cls, frame: Frame) -> _FrameEntities:
+        unique, inverse = entity_groups(frame)
+        counts = np.bincount(inverse, minlength=len(unique)).astype(np.float64)
+        return cls(unique.tolist(), inverse, counts, frame.time_ns)
+
+    def by_time(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows sorted by entity then time, each sorted row's entity, and each entity's
+        first and last sorted row: the same for every counter of the frame."""
+        if self._by_time is None:
+            order = np.lexsort((self.time_ns, self.inverse))
+            grouped = self.inverse[order]
+            first = np.ones(len(order), dtype=bool)
+            first[1:] = grouped[1:] != grouped[:-1]
+            first_rows = np.flatnonzero(first)
+            last_rows = np.append(first_rows[1:] - 1, len(order) - 1)  # the same entities
+            self._by_time = (order, grouped, first_rows, last_rows)
+        return self._by_time
 
 
 def _worst_device(values: dict[str, float], direction: int) -> dict[str, float]:
@@ -323,65 +368,61 @@ def factorize(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _reduce(
     definition: SignalDef,
     frame: Frame,
-    grouped: tuple[np.ndarray, np.ndarray],
+    entities: _FrameEntities,
     window_seconds: float,
     memory: CounterMemory,
-) -> dict[str, float]:
-    unique, inverse = grouped
-    counts = np.bincount(inverse, minlength=len(unique)).astype(np.float64)
+) -> np.ndarray | None:
+    """One signal's value per entity of the frame (None when the frame lacks a field)."""
+    inverse, counts, size = entities.inverse, entities.counts, len(entities.keys)
     column = frame.fields[definition.fields[0]]
     if definition.reduce == "rate":
-        total = np.zeros(len(unique))
+        total = np.zeros(size)
         for name in definition.fields:
             if name in frame.fields:
-                total += _counter_increase(frame, name, unique, inverse, memory)
+                total += _counter_increase(frame, name, entities, memory)
         result = total / window_seconds
     elif definition.reduce == "bits":
         hits = (column.astype(np.int64) & definition.bits) != 0
-        result = np.bincount(inverse, weights=hits, minlength=len(unique)) / counts
+        result = np.bincount(inverse, weights=hits, minlength=size) / counts
     elif definition.reduce == "below":
         maximum = frame.fields.get(definition.fields[1])
         if maximum is None:
-            return {}
+            return None
         hits = column < maximum
-        result = np.bincount(inverse, weights=hits, minlength=len(unique)) / counts
+        result = np.bincount(inverse, weights=hits, minlength=size) / counts
     elif definition.reduce == "not_equal":
         hits = column != definition.constant
-        result = np.bincount(inverse, weights=hits, minlength=len(unique)) / counts
+        result = np.bincount(inverse, weights=hits, minlength=size) / counts
     elif definition.reduce == "below_profile":
         limits = _profile_limits(frame, definition.profile_limit)
         hits = column < limits
-        result = np.bincount(inverse, weights=hits, minlength=len(unique)) / counts
+        result = np.bincount(inverse, weights=hits, minlength=size) / counts
     elif definition.reduce == "below_limit":
         if "profile" not in frame.tags:
-            return {}
+            return None
         # 5% under the model's default: an operator's or a firmware's cap, not rounding.
         hits = column < 0.95 * _profile_limits(frame, definition.profile_limit, from_limits=True)
-        result = np.bincount(inverse, weights=hits, minlength=len(unique)) / counts
+        result = np.bincount(inverse, weights=hits, minlength=size) / counts
     elif definition.reduce == "ratio":
         maximum = frame.fields.get(definition.fields[1])
         if maximum is None:
-            return {}
+            return None
         with np.errstate(divide="ignore", invalid="ignore"):
             share = column.astype(np.float64) / maximum.astype(np.float64)
         share = np.where(np.isfinite(share), share, np.nan)
-        seen = np.bincount(
-            inverse, weights=np.isfinite(share).astype(np.float64), minlength=len(unique)
-        )
-        summed = np.bincount(inverse, weights=np.nan_to_num(share), minlength=len(unique))
-        result = np.divide(summed, seen, out=np.full(len(unique), np.nan), where=seen > 0)
+        seen = np.bincount(inverse, weights=np.isfinite(share).astype(np.float64), minlength=size)
+        summed = np.bincount(inverse, weights=np.nan_to_num(share), minlength=size)
+        result = np.divide(summed, seen, out=np.full(size, np.nan), where=seen > 0)
     else:
-        result = (
-            np.bincount(inverse, weights=column.astype(np.float64), minlength=len(unique)) / counts
-        )
-    return dict(zip(unique.tolist(), result.tolist(), strict=True))
+        result = np.bincount(inverse, weights=column.astype(np.float64), minlength=size) / counts
+    return result
 
 
 def _profile_limits(frame: Frame, attribute: str, from_limits: bool = False) -> np.ndarray:
     """Per row, the row's hardware profile's value; -inf when unknown, so that nothing is
     ever below it: an unknown model has no nominal value to fall short of."""
     profiles = load_profiles()
-    names, inverse = np.unique(frame.tags["profile"], return_inverse=True)
+    names, inverse = factorize(frame.tags["profile"])  # a dict: np.unique sorts strings
 
     def value(name: str) -> float:
         profile = profiles.get(name)
@@ -395,29 +436,17 @@ def _profile_limits(frame: Frame, attribute: str, from_limits: bool = False) -> 
 
 
 def _counter_increase(
-    frame: Frame,
-    name: str,
-    unique: np.ndarray,
-    inverse: np.ndarray,
-    memory: CounterMemory,
+    frame: Frame, name: str, entities: _FrameEntities, memory: CounterMemory
 ) -> np.ndarray:
     """Reset-aware increase per entity: a drop means the counter restarted from zero."""
-    values = frame.fields[name].astype(np.float64)
-    order = np.lexsort((frame.time_ns, inverse))
-    grouped, sorted_values = inverse[order], values[order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = grouped[1:] != grouped[:-1]
+    order, grouped, first_rows, last_rows = entities.by_time()
+    sorted_values = frame.fields[name].astype(np.float64)[order]
     previous = np.empty(len(order))
     previous[1:] = sorted_values[:-1]
     # The first row of each entity continues from the last value of the previous window.
-    first_rows = np.flatnonzero(first)
-    keys = [(entity, name) for entity in unique[grouped[first_rows]].tolist()]
-    get = memory.last.get
-    previous[first_rows] = [
-        get(key, value) for key, value in zip(keys, sorted_values[first_rows].tolist(), strict=True)
-    ]
+    keys = list(zip(entities.keys, repeat(name)))  # first_rows are entities 0, 1, ...
+    previous[first_rows] = list(map(memory.last.get, keys, sorted_values[first_rows].tolist()))
     step = sorted_values - previous
     step = np.where(step < 0, sorted_values, step)
-    last_rows = np.append(first_rows[1:] - 1, len(order) - 1)  # the same entities, in turn
     memory.last.update(zip(keys, sorted_values[last_rows].tolist(), strict=True))
-    return np.bincount(grouped, weights=step, minlength=len(unique))
+    return np.bincount(grouped, weights=step, minlength=len(entities.keys))
