@@ -93,7 +93,8 @@ def _measured_states(
         writing = activity.written.get(node, 0.0) >= WRITE_BYTES_S
         busy = 0
         for gpu, (_, idle, total) in gpus.items():
-            computing = float(total.sum() - idle.sum()) >= 0.5 * float(total.sum())
+            samples = float(total.sum())  # once: a window has hundreds of GPUs
+            computing = samples - float(idle.sum()) >= 0.5 * samples
             busy += computing
             gpu_state[(node, gpu)] = BUSY if computing else (CHECKPOINT if writing else IDLE)
         node_state[node] = BUSY if 2 * busy >= len(gpus) else (CHECKPOINT if writing else IDLE)
