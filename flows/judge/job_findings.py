@@ -153,38 +153,37 @@ class PartFindings(IncidentTelling):
         return replace(event, summary=event.summary + told)
 
     def _observe_clocks(self, entities: np.ndarray, values: np.ndarray) -> None:
-        """Each rank's GPU clock this window, for the rank's own-history view (drifts)."""
+        """Each rank's GPU clock this window, for the rank's own-history view (drifts), and a
+        one-node job's GPUs together (node drifts). One pass over the ranks' rows: this runs
+        every window of every job."""
+        self.node_gpus = None
         if self.config.mode == "peer_only" or not len(entities) or not self.members:
             return
         row_of = {entity: row for row, entity in enumerate(entities.tolist())}
-        clocks, throttled, reasoned = {}, set(), set()
+        ranks, rows = [], []
         for rank, info in self.members.items():
             row = row_of.get(rank_entity(info))
-            if row is None:
-                continue
-            clocks[rank] = float(values[row, CLOCK_COLUMN])
-            if np.nan_to_num(values[row, THROTTLE_COLUMNS]).any():
-                throttled.add(rank)
-            if rank in throttled or np.nan_to_num(values[row, POWER_CAP_COLUMN]) > 0:
-                reasoned.add(rank)
-        self.step_peers.drift.observe_clocks(clocks, throttled, reasoned)
-        self._node_gpus(entities, values)
-
-    def _node_gpus(self, entities: np.ndarray, values: np.ndarray) -> None:
-        """A one-node job's GPUs this window, for the job's own-history view (node drifts)."""
-        self.node_gpus = None
-        if len({info.node for info in self.members.values()}) != 1:
-            return
-        gpus = {rank_entity(info) for info in self.members.values()}
-        rows = np.array([entity in gpus for entity in entities.tolist()])
-        if not rows.any():
+            if row is not None:
+                ranks.append(rank)
+                rows.append(row)
+        if not rows:
+            self.step_peers.drift.observe_clocks({}, set(), set())
             return
         mine = values[rows]
-        reasoned = np.nan_to_num(mine[:, THROTTLE_COLUMNS]).any(axis=1) | (
-            np.nan_to_num(mine[:, POWER_CAP_COLUMN]) > 0
-        )
-        clock, power = _median(mine[~reasoned, CLOCK_COLUMN]), _median(mine[:, POWER_COLUMN])
-        self.node_gpus = (clock, power, 2 * int(reasoned.sum()) > len(mine))
+        throttle = np.nan_to_num(mine[:, THROTTLE_COLUMNS]).any(axis=1)
+        reason = throttle | (np.nan_to_num(mine[:, POWER_CAP_COLUMN]) > 0)
+        clocks = dict(zip(ranks, mine[:, CLOCK_COLUMN].tolist(), strict=True))
+        throttled = {r for r, t in zip(ranks, throttle.tolist(), strict=True) if t}
+        reasoned = {r for r, t in zip(ranks, reason.tolist(), strict=True) if t}
+        self.step_peers.drift.observe_clocks(clocks, throttled, reasoned)
+        if len({info.node for info in self.members.values()}) == 1:
+            gpus = np.unique(np.array(rows))  # each GPU once, whatever ranks share it
+            own = values[gpus]
+            why = np.nan_to_num(own[:, THROTTLE_COLUMNS]).any(axis=1) | (
+                np.nan_to_num(own[:, POWER_CAP_COLUMN]) > 0
+            )
+            clock, power = _median(own[~why, CLOCK_COLUMN]), _median(own[:, POWER_COLUMN])
+            self.node_gpus = (clock, power, 2 * int(why.sum()) > len(own))
 
     def _node_drift_findings(self, parts: list[JobWindow], end_ns: int) -> list[StepFinding]:
         """A one-node job slower than its own history with its GPUs' clock, drawing no more
