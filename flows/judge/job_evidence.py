@@ -78,6 +78,13 @@ FABRIC_WIDE_NODES = 3
 # Spreads off its peers at which a slowing state explains a rank's marginal slowness.
 PEER_EXPLAINS = 6.0
 
+# A link's retrains and downs come and go by nature: a link that flaps retrains every few tens
+# of seconds, and a window between two retrains shows none. Such a signal back within this
+# long of its last episode is the same episode (its persistence is the flapping's, not one
+# retrain's).
+FLAPPING = ("nic_link_recovery_rate", "nic_link_downed_rate")
+FLAP_REJOIN_NS = 60 * 10**9
+
 # Spreads taken off a departure from the part's own history that the peer comparison does
 # not see (see combine_deviations).
 OWN_ALONE_DISCOUNT = 3.0
@@ -287,7 +294,7 @@ class EvidenceBook(NodeLevelEvidence, FieldsFilledOnRestore):
             }
             for col in np.flatnonzero(amount[row] > 0):
                 signal = SIGNAL_NAMES[col]
-                since = self.since.setdefault((entity, signal), end_ns)
+                since = self.since.get((entity, signal)) or self._begun((entity, signal), end_ns)
                 self._note(
                     entity,
                     Evidence(
@@ -305,6 +312,14 @@ class EvidenceBook(NodeLevelEvidence, FieldsFilledOnRestore):
             for key in [k for k in self.since if k[0] in row_of and k[1] in SIGNAL_INDEX]:
                 if amount[row_of[key[0]], SIGNAL_INDEX[key[1]]] == 0:
                     self._stop(key, end_ns)
+
+    def _begun(self, key: tuple[str, str], end_ns: int) -> int:
+        """A new episode of the key from this window, or a flapping link's retrains back
+        within FLAP_REJOIN_NS: the episode before, continued."""
+        began, gone = self.ended.get(key, (end_ns, -FLAP_REJOIN_NS))
+        since = began if key[1] in FLAPPING and end_ns - gone <= FLAP_REJOIN_NS else end_ns
+        self.since[key] = since
+        return since
 
     def _peer_held(
         self,
