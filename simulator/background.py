@@ -24,7 +24,8 @@ import numpy as np
 from reflex_localize.simulator.cluster import ClusterSpec
 from reflex_localize.simulator.effects import Episode
 from reflex_localize.simulator.events import EventRecord
-from reflex_localize.simulator.faults import SW_THERMAL, pci_bus_id
+from reflex_localize.simulator.faults import SW_POWER_CAP, SW_THERMAL, pci_bus_id
+from reflex_localize.simulator.jobs import TRAIN_UTIL
 from reflex_localize.simulator.scenario import BenignEpisode, Scenario
 
 
@@ -222,6 +223,8 @@ def scheduled_benign(
             hosts = np.unique(jobs[str(item.job)].rank_node)
             for effect, value in (("psi_io", 0.3), ("iowait", 0.15), ("compute", item.factor)):
                 episodes.append(Episode("host", hosts, item.start_s, end, effect, value))
+        elif item.kind == "workload_heavier":
+            episodes += heavier_workload(item, jobs[str(item.job)].rank_gpu)
         else:
             node = cluster.node_index(str(item.node))
             gpu = np.array([node * cluster.gpus_per_node + item.gpu])
@@ -236,6 +239,50 @@ def scheduled_benign(
                 else:
                     episodes += _small_anomaly(item, node, gpu, at)
     return episodes, events
+
+
+# A heavier workload (``workload_heavier``). The power model is gpu_telemetry's: a GPU draws
+# 0.1 of its limit idle and 0.82 at full utilization, times the ``power`` effect, clipped at the
+# limit, and runs 45 C warmer at the limit than idle.
+IDLE_POWER_RATIO, FULL_POWER_RATIO, DEGREES_AT_LIMIT = 0.1, 0.82, 45.0
+# GPU Boost picks the clock from the power and temperature headroom it has now (NVIDIA, GPU
+# Boost: https://www.nvidia.com/en-gb/geforce/technologies/gpu-boost/technology/; "anything able
+# to nudge [the GPU's] temperature up or down alters the chip's clock rate", Tom's Hardware on
+# GPU Boost 2.0, https://www.tomshardware.com/reviews/geforce-gtx-titan-gk110-review,3438-4.html).
+# 0.2 % a degree, at most 2 %, is chosen: a 15 MHz bin of a 1980 MHz H100 every ~4 C.
+BOOST_LOSS_PER_DEGREE, BOOST_LOSS_MAX = 0.002, 0.02
+
+
+def heavier_workload(item: BenignEpisode, gpus: np.ndarray) -> list[Episode]:
+    """A larger micro-batch or sequence length from ``start_s``: the job's own work, no fault.
+
+    Each rank computes ``factor`` slower (its compute time as the hook sees it, the clock's
+    share included); the gradients, and so the communication, keep their size. Bigger kernels keep
+    more of the chip busy, so the GPUs draw ``power`` times their training power: an 8-GPU H100
+    node drew ~1 kW more on average when ResNet's batch grew from 512 to 4096 (Latif et al.,
+    arXiv:2412.08602). The temperature follows the power (gpu_telemetry), GPU Boost settles a
+    little lower there, and a GPU that would draw more than its limit is held at it: the
+    software power cap reason ("the clocks have been optimized to ensure not to exceed currently
+    set power limits", NVML clocks event reasons,
+    https://docs.nvidia.com/deploy/nvml-api/api/group__nvmlClocksEventReasons.html), which
+    NVIDIA's own health monitor treats as noise, not a fault (NVIDIA/NVSentinel issue #1666),
+    with the clock a little lower still (dynamic power ~ f V^2, V ~ f near the top: ~f^3).
+
+    >>> episode = BenignEpisode("workload_heavier", 300.0, 600.0, job="a", factor=1.2, power=1.4)
+    >>> effects = {e.effect: e.value for e in heavier_workload(episode, np.arange(8))}
+    >>> effects["compute"], effects["power"], round(effects["clock"], 3), effects["throttle"]
+    (1.2, 1.4, 0.98, 4)
+    """
+    busy = IDLE_POWER_RATIO + (FULL_POWER_RATIO - IDLE_POWER_RATIO) * TRAIN_UTIL
+    wanted = IDLE_POWER_RATIO + (busy - IDLE_POWER_RATIO) * item.power  # of the limit
+    warmer = DEGREES_AT_LIMIT * (min(wanted, 1.0) - busy)
+    shed = max(wanted - 1.0, 0.0) / 3
+    clock = 1 - min(BOOST_LOSS_MAX, BOOST_LOSS_PER_DEGREE * warmer + shed)
+    start, end = item.start_s, item.start_s + item.duration_s
+    effects: dict[str, float] = {"compute": item.factor, "power": item.power, "clock": clock}
+    if wanted >= 1.0:
+        effects["throttle"] = SW_POWER_CAP
+    return [Episode("gpu", gpus, start, end, name, value) for name, value in effects.items()]
 
 
 # The single anomalies of a [[benign]] entry, the same pieces (and sizes) as compound_benign's.

@@ -126,6 +126,15 @@ class BenignEpisode:
     * ``symbol_errors``: the port of GPU ``gpu``'s rail counts 1.5 symbol errors a second;
     * ``cpu_pressure``: the host's CPU pressure (PSI 0.12) slows its ranks by ``factor``
       (at most 1.1).
+
+    A change of the job's own work, not of its hardware:
+
+    * ``workload_heavier``: from ``start_s`` for ``duration_s`` every rank of ``job`` computes
+      ``factor`` slower (1.0-2.0: a larger micro-batch or sequence length) and its GPUs draw
+      ``power`` times their training power (1.0-1.5: bigger kernels keep more of the chip
+      busy), at most their limit; the temperature follows the power, GPU Boost settles 0-2 %
+      lower at the higher temperature, and at the limit the clocks carry the software power
+      cap reason (``background.heavier_workload``).
     """
 
     kind: str
@@ -138,11 +147,13 @@ class BenignEpisode:
     code: int = 13
     count: int = 1
     every_s: float = 60.0
+    power: float = 1.15
 
 
 BENIGN_KINDS = {"congestion": "job", "storage_slow": "job", "app_xid": "node",
                 "ecc_bursts": "node", "throttles": "node", "pcie_replays": "node",
-                "symbol_errors": "node", "cpu_pressure": "node"}  # fmt: skip
+                "symbol_errors": "node", "cpu_pressure": "node",
+                "workload_heavier": "job"}  # fmt: skip
 APPLICATION_XIDS = {13, 31, 43, 45}
 
 
@@ -410,6 +421,19 @@ def _check_benign(scenario: Scenario, where: str) -> None:
         if episode.kind == "cpu_pressure" and not 1.0 <= episode.factor <= 1.1:
             raise ScenarioError(f"{at}.factor: a benign CPU pressure slows by 1.0-1.1, "
                                 f"not {episode.factor}")  # fmt: skip
+        if episode.kind == "workload_heavier":
+            _check_heavier_workload(episode, at)
+
+
+def _check_heavier_workload(episode: BenignEpisode, at: str) -> None:
+    if not 1.0 < episode.factor <= 2.0:
+        raise ScenarioError(f"{at}.factor: a heavier workload slows steps by more than 1.0 "
+                            f"and at most 2.0, not {episode.factor}")  # fmt: skip
+    if not 1.0 <= episode.power <= 1.5:
+        raise ScenarioError(f"{at}.power: a heavier workload draws 1.0-1.5 times its "
+                            f"training power, not {episode.power}")  # fmt: skip
+    if episode.duration_s <= 0:
+        raise ScenarioError(f"{at}.duration_s: must be positive, not {episode.duration_s}")
 
 
 def _is_node(name: str | None, nodes: int) -> bool:
