@@ -67,6 +67,7 @@ def render(summaries: list[Summary], title: str = LIBRARY_TITLE, family: bool = 
             lambda s: f"{_fmt(s.ttl_implicit_p50)} / {_fmt(s.ttl_implicit_p95)}",
         ),
         ("false events / 1k node-h (benign)", lambda s: _fmt(s.false_per_1k_node_hours)),
+        ("  of them naming hardware", lambda s: _fmt(s.blaming_per_1k_node_hours)),
         ("imbalance not blamed", lambda s: s.imbalance_ok),
     ]
     triggers = sorted({t for s in summaries for t in s.false_per_1k_by_trigger})

@@ -65,6 +65,8 @@ class ScenarioResult:
     false_events: int = 0
     right_events: int = 0  # events that answer a label correctly (strict precision)
     false_triggers: dict[str, int] = field(default_factory=dict)  # false events by trigger
+    # False events that name hardware (not an info "no hardware fault" verdict): what pages.
+    false_blaming: int = 0
     imbalance_ok: list[bool] = field(default_factory=list)
     # "No hardware fault" labels answered by an event without hardware suspects (not silence).
     imbalance_answered: list[bool] = field(default_factory=list)
@@ -196,6 +198,7 @@ def score_scenario(
     for i, event in enumerate(events):
         if i not in used:
             result.false_triggers[event.trigger] = result.false_triggers.get(event.trigger, 0) + 1
+            result.false_blaming += bool(event.suspects)
     result.matches = matches
     return result
 
@@ -272,6 +275,8 @@ class Summary:
     strict_precision: float = 0.0  # right events / all events
     # Benign runs' false events per 1,000 node-hours, by the trigger that raised them.
     false_per_1k_by_trigger: dict[str, float] = field(default_factory=dict)
+    # Of those, the events that name hardware (the rest say "no hardware fault", at info).
+    blaming_per_1k_node_hours: float | None = None
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -307,7 +312,7 @@ def summarize(mode: str, results: list[ScenarioResult]) -> Summary:
             by_trigger[trigger] += count
     imbalance = [ok for r in results for ok in r.imbalance_ok]
     answered = [ok for r in results for ok in r.imbalance_answered]
-    return Summary(
+    summary = Summary(
         mode,
         len(faults),
         sum(f.top1 for f in faults) / len(faults) if faults else 0.0,
@@ -329,6 +334,11 @@ def summarize(mode: str, results: list[ScenarioResult]) -> Summary:
         sum(r.right_events for r in results) / all_events if all_events else 0.0,
         {t: 1000 * n / benign_hours for t, n in sorted(by_trigger.items())} if benign_hours else {},
     )
+    if benign_hours:
+        summary.blaming_per_1k_node_hours = (
+            1000 * sum(r.false_blaming for r in benign) / benign_hours
+        )
+    return summary
 
 
 @dataclass
