@@ -149,3 +149,6 @@ class JobWindow(FieldsFilledOnRestore):  # a snapshot's pending windows may pred
     # Seconds of the window its GPUs sat idle while its hosts wrote (a checkpoint the hook did
     # not mark, flows/signals/job_pause.py); None: no GPU utilization came from its nodes.
     paused_s: float | None = None
+    # Signals the shard saw off their own history on many nodes of several jobs at once this
+    # window (flows/judge/site_wide.py): the site's, in this job too.
+    site_wide: list[str] = field(default_factory=list)

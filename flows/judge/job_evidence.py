@@ -8,7 +8,7 @@ since when it has persisted, is kept for the events and the score points.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +19,7 @@ from reflex_localize.flows.judge.nic_roles import nic_roles, port_kinds
 from reflex_localize.flows.judge.node_evidence import NodeLevelEvidence
 from reflex_localize.flows.judge.shard_step import DIRECTION, FLOORS
 from reflex_localize.flows.judge.site_blame import SWITCH_TAG
+from reflex_localize.flows.judge.site_wide import FABRIC_WIDE_NODES
 from reflex_localize.flows.messages import ExplicitEvent, JobWindow, RankInfo
 from reflex_localize.flows.signals.derive import SIGNAL_INDEX, SIGNAL_NAMES, STEP_SIGNAL, factorize
 from reflex_localize.flows.state_upgrade import FieldsFilledOnRestore
@@ -72,9 +73,6 @@ def _columns(names: tuple[str, ...]) -> np.ndarray:
 
 
 _SLOWING_COLUMNS = _columns(SLOWING_STATES)
-# Nodes at least, off their own history in one signal at once, that make an anomaly the
-# fabric's or the site's when they are also a quarter of the job's nodes (job_wide_phase).
-FABRIC_WIDE_NODES = 3
 # Spreads off its peers at which a slowing state explains a rank's marginal slowness.
 PEER_EXPLAINS = 6.0
 
@@ -108,12 +106,50 @@ def combine_deviations(own: np.ndarray, peers: np.ndarray, mode: str) -> np.ndar
     return np.where(np.isnan(own), peers - 1.0, np.fmax(both, alone))
 
 
+# A one-node job's GPUs drawing more power than their own history together, or newly held at
+# the power cap: the job works harder (a larger batch, a longer sequence), and the heat, the
+# lower boost clock and the power cap that come with it are its workload's. A cooling or power
+# fault gives the same load less clock at the same or lower power (flows/judge/node_drift.py).
+WORKLOAD_SIGNALS = _columns(
+    ("temperature_high", "memory_temperature_high", "sm_clock_low", "power_low",
+     "throttle_sw_power_cap")
+)  # fmt: skip
+_POWER_LOW = SIGNAL_INDEX["power_low"]
+_POWER_CAP = SIGNAL_INDEX["throttle_sw_power_cap"]
+POWER_UP_Z = 2.0  # spreads above its own history at which a GPU draws more
+
+
+def working_harder(entities: np.ndarray, deviation: np.ndarray) -> np.ndarray:
+    """The cells of a one-node job's GPUs that its heavier workload explains (see
+    WORKLOAD_SIGNALS): all its GPUs' heat, clock and power signals, when most of them draw
+    more power than before or are newly held at the cap. ``deviation``: off own history, in
+    the direction that is bad (power_low's is negative when power rose).
+
+    >>> e = np.array(["n|gpu|0", "n|gpu|1", "n|host|-"], dtype=object)
+    >>> d = np.zeros((3, len(SIGNAL_NAMES)))
+    >>> d[:2, _POWER_LOW], d[:2, SIGNAL_INDEX["temperature_high"]] = -2.5, 6.0
+    >>> m = working_harder(e, d)
+    >>> bool(m[0, SIGNAL_INDEX["temperature_high"]]), bool(m[2].any())
+    (True, False)
+    """
+    out = np.zeros(deviation.shape, dtype=bool)
+    gpu = np.array(["|gpu|" in e for e in entities.tolist()])
+    if gpu.sum() < 2:
+        return out
+    more = np.nan_to_num(deviation[gpu, _POWER_LOW], nan=0.0) <= -POWER_UP_Z
+    capped = np.nan_to_num(deviation[gpu, _POWER_CAP], nan=0.0) >= 3.0
+    if 2 * int((more | capped).sum()) > int(gpu.sum()):
+        out[np.ix_(np.flatnonzero(gpu), WORKLOAD_SIGNALS)] = True
+    return out
+
+
 def job_wide_phase(
     entities: np.ndarray,
     deviation: np.ndarray,
     peer: np.ndarray,
     checkpointing: bool,
     sites: Mapping[str, Mapping[str, str]] | None = None,
+    site_wide: Collection[str] = (),
 ) -> np.ndarray:
     """Which (entity, signal) cells are a phase of the whole job, not a part's fault: a signal
     that left its own history on at least half of the job's nodes (two or more) at once (a
@@ -125,7 +161,10 @@ def job_wide_phase(
     So is a signal off on a quarter of the nodes or more (three or more) that do not all hang
     under one switch: fabric-wide congestion, a shared filesystem slowing every host, a hot
     machine room. That is the fabric's or the site's, never one node's. Nodes under one switch
-    stay judged, for the switch rule (site_blame) to name the switch.
+    stay judged, for the switch rule (site_blame) to name the switch. ``site_wide``: the
+    signals the shard saw off on many nodes of several jobs at once (flows/judge/site_wide.py),
+    the site's here too. A one-node job's GPUs that all draw more power are its workload's
+    (working_harder).
     """
     nodes = np.array([e.split("|", 1)[0] for e in entities.tolist()], dtype=object)
     names, which = factorize(nodes)
@@ -143,6 +182,10 @@ def job_wide_phase(
             switches = {(sites or {}).get(n, {}).get(SWITCH_TAG) for n in off_nodes}
             shared[col] = len(switches) > 1 or None in switches
         masked[:, shared] = True
+    elif len(names) == 1:  # no other node to share a phase with: the GPUs' own power tells
+        masked |= working_harder(entities, deviation)
+    if site_wide:  # off on many nodes of several jobs at once (flows/judge/site_wide.py)
+        masked[:, _columns(tuple(site_wide))] = True
     if checkpointing:
         host = np.array(["|host|" in e for e in entities.tolist()])
         masked[host, :] = True
@@ -261,6 +304,7 @@ class EvidenceBook(NodeLevelEvidence, FieldsFilledOnRestore):
         slowing: tuple[str, ...] = SLOWING_STATES,
         rails: Mapping[str, str] | None = None,
         sites: Mapping[str, Mapping[str, str]] | None = None,
+        site_wide: Collection[str] = (),
     ) -> None:
         """This window's deviations of every entity from its own history and its peers,
         weighed into evidence and added to ``totals``. ``rails``: GPU entity -> its rail's
@@ -273,7 +317,7 @@ class EvidenceBook(NodeLevelEvidence, FieldsFilledOnRestore):
         peer = peer_deviation(values, groups, FLOORS, pooled_scale=scales)
         combined = combine_deviations(DIRECTION * temporal, DIRECTION * peer, mode)
         phase = job_wide_phase(
-            entities, DIRECTION * temporal, DIRECTION * peer, checkpointing, sites
+            entities, DIRECTION * temporal, DIRECTION * peer, checkpointing, sites, site_wide
         )
         strength = evidence_strength(combined) * ~phase
         kinds, which = factorize(profiles)

@@ -21,7 +21,7 @@ from reflex_localize.flows.judge.detectors import CompoundScore
 from reflex_localize.flows.judge.job_evidence import EvidenceBook, rank_entity
 from reflex_localize.flows.judge.liveness import LivenessTracker
 from reflex_localize.flows.judge.node_drift import NodeDrift
-from reflex_localize.flows.judge.step_peers import StepPeers
+from reflex_localize.flows.judge.step_peers import StepFinding, StepPeers
 from reflex_localize.flows.judge.triggers import HangDetector, StepRegression
 from reflex_localize.flows.messages import ExplicitEvent, JobWindow, RankInfo
 from reflex_localize.flows.signals.derive import SIGNAL_NAMES, STEP_SIGNAL
@@ -198,6 +198,9 @@ class JobFields(FieldsFilledOnRestore):
     # median clock and power of its GPUs, and whether most had a clock reason.
     node_drift: NodeDrift = field(default_factory=NodeDrift)
     node_gpus: tuple[float, float, bool] | None = None
+    # A slow stage seen (the window, the finding), waiting for its node's cause before it is
+    # told as partitioning (JobTriggers._waiting_stage).
+    stage_waiting: tuple[int, StepFinding] | None = None
     sites: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> site tags
     last_done: int = -1
     finished: bool = False

@@ -152,6 +152,7 @@ class JobState(JobTriggers):
             slowing=learned_slowing(self._learned()),
             rails={gpu: nic for p in parts for gpu, nic in p.rails.items()},
             sites=self.sites,
+            site_wide=sorted({signal for p in parts for signal in p.site_wide}),
         )
         self._past_clocks(parts)
         self._observe_clocks(entities, values)

@@ -25,6 +25,8 @@ from reflex_localize.flows.judge.nic_roles import RAIL
 from reflex_localize.flows.judge.step_peers import StepFinding
 from reflex_localize.flows.messages import ExplicitEvent, JobWindow
 
+HOST_WAITS = ("host_io_pressure", "host_cpu_pressure")  # a host that stalls its ranks
+
 
 class JobTriggers(PartFindings):
     """Which symptom of a job's window triggers, in order; state in :class:`JobFields`."""
@@ -41,10 +43,13 @@ class JobTriggers(PartFindings):
             if finding.kind in ("straggler", *DRIFTS) or self.config.mode != "reflex":
                 continue
             sick = self._stage_sick(finding)
-            if sick is None:
-                out.append(self._finding(window, end_ns, finding.kind, finding))
-            else:
+            if sick is not None:
                 out += self._stage_fault(window, end_ns, finding, sick)
+            elif finding.kind == "stage":
+                self.stage_waiting = (window, finding)  # its node's evidence may be on its way
+            else:
+                out.append(self._finding(window, end_ns, finding.kind, finding))
+        out += self._waiting_stage(window, end_ns)
         out += [self._gap_finding(window, end_ns, e) for e in events if e.kind == "telemetry_gap"]
         incident = self._incident(window, end_ns, parts, events, found)
         if incident is not None:
@@ -118,7 +123,9 @@ class JobTriggers(PartFindings):
     def _stage_sick(self, finding: StepFinding) -> tuple[str, tuple[str, float, float]] | None:
         """A stage slower on all its ranks is partitioning, unless its ranks sit on few nodes
         and most of its GPUs deviate from their peers in a slowing signal (a node in power
-        brake handed the last stage): then the entity to blame, else None."""
+        brake handed the last stage), or its node's host waits (its IO or CPU pressure named
+        by its score: a one-node stage whose host stalls on its disk): then the entity to
+        blame, else None."""
         if finding.kind != "stage":
             return None
         nodes = {i.node for i in self.members.values() if i.pp_rank == finding.stage}
@@ -136,9 +143,39 @@ class JobTriggers(PartFindings):
             if e in gpus and v[0].startswith(SLOWING_SIGNALS)
         }
         if len(slowing) * 2 < len(gpus):
-            return None
+            return self._stage_host(nodes)
         worst = max(slowing, key=lambda e: (slowing[e][2], e))
         return worst, slowing[worst]
+
+    def _waiting_stage(self, window: int, end_ns: int) -> list[LocalizationEvent]:
+        """A slow stage is told as partitioning HOLD_WINDOWS after it was seen, as a slowed job
+        waits for its cause: a host that stalls its stage shows in its score a few windows
+        after the stage's steps do. Its node's cause by then makes it a stage fault; an event
+        that named a part of its nodes meanwhile was its cause, told."""
+        if self.stage_waiting is None:
+            return []
+        began, finding = self.stage_waiting
+        sick = self._stage_sick(finding)
+        if sick is not None:
+            self.stage_waiting = None
+            return self._stage_fault(window, end_ns, finding, sick)
+        if window - began < HOLD_WINDOWS:
+            return []
+        self.stage_waiting = None
+        nodes = {i.node for i in self.members.values() if i.pp_rank == finding.stage}
+        recent = end_ns - self.last_event_ns < self.config.cooldown_s * 1e9
+        if recent and nodes & set(self.last_event_nodes):
+            return []
+        return [self._finding(window, end_ns, "stage", finding)]
+
+    def _stage_host(self, nodes: set[str]) -> tuple[str, tuple[str, float, float]] | None:
+        """The host of a slow stage's node whose pressure signals its score names."""
+        for host in sorted(f"{node}|host|-" for node in nodes):
+            waits = [e for e in self.book.notes(host) if e.signal in HOST_WAITS and e.weight > 0]
+            if waits and self.compound.get(host) >= self._bar("host"):
+                z = waits[0].peer_z if waits[0].peer_z is not None else waits[0].temporal_z
+                return host, (waits[0].signal, z or 0.0, waits[0].weight)
+        return None
 
     def _stage_fault(
         self,

@@ -22,6 +22,7 @@ from reflex_localize.flows.judge.busy_clocks import BusyClocks, window_clocks
 from reflex_localize.flows.judge.degraded_links import DegradedLinks
 from reflex_localize.flows.judge.detectors import LongitudinalBaseline
 from reflex_localize.flows.judge.event_points import explicit_events
+from reflex_localize.flows.judge.site_wide import site_wide_signals
 from reflex_localize.flows.messages import (
     ErrorRecord,
     ExplicitEvent,
@@ -144,6 +145,8 @@ class ShardState(FieldsFilledOnRestore):
         agent = set(entity_nodes.tolist())  # nodes that sent the agent's telemetry
         for job, clocks in window_clocks(jobs_on_node, signals.entities, signals.values).items():
             self.busy_clocks.observe(job, clocks)
+        deviation = DIRECTION * temporal
+        site_wide = site_wide_signals(signals.entities, deviation, jobs_on_node, self.sites)
         routed, orphans = route_events(events, jobs_on_node, self.gpu_claims)
         out += self._orphans(orphans, batch)
         out += self._contradictions()
@@ -179,6 +182,7 @@ class ShardState(FieldsFilledOnRestore):
                         paused_s=activity.paused_s(
                             nodes, self.config.window_seconds, self._own_gpus(job)
                         ),
+                        site_wide=site_wide,
                     ),
                 )
             )

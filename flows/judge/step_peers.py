@@ -379,7 +379,40 @@ class StepPeers(FieldsFilledOnRestore):
         spread = float(np.std(totals) / np.mean(totals)) if totals.mean() > 0 else 0.0
         if len(longer) < 2 * self.pattern_steps:
             return None
-        if spread >= self.data_spread or self._slowest_rotates(members):
+        if _level_shift(totals, self.data_spread):
+            return None  # every rank slower from one step on: a regression's, not the data's
+        # The data moves the steps all along: a spread only one half of the look shows is the
+        # first steps of a change (one slow step after seven even ones), not the data.
+        half = len(totals) // 2
+        steady = min(_spread(totals[:half]), _spread(totals[half:]))
+        varies = spread >= self.data_spread and steady >= self.data_spread / 2
+        if varies or self._slowest_rotates(members):
             finding = StepFinding("data", ratio=1 + spread, steps=len(recent))
             return ("data", -1, finding)
         return None
+
+
+def _spread(totals: np.ndarray) -> float:
+    """Step-to-step spread relative to the level (0 for fewer than two steps)."""
+    mean = float(totals.mean()) if len(totals) >= 2 else 0.0
+    return float(np.std(totals)) / mean if mean > 0 else 0.0
+
+
+def _level_shift(totals: np.ndarray, least: float) -> bool:
+    """The job's compute moved from one level to another within the look (its two halves'
+    medians ``least`` / 2 apart, more than twice either half's own spread): a step change
+    (a power brake, a larger batch) that the job's regression judges, not step-to-step
+    variation that follows the data.
+
+    >>> _level_shift(np.array([1.0, 1.01, 0.99, 1.0, 1.6, 1.62, 1.59, 1.6]), 0.15)
+    True
+    >>> _level_shift(np.array([1.0, 1.4, 0.8, 1.2, 0.9, 1.5, 1.0, 1.3]), 0.15)
+    False
+    """
+    half = len(totals) // 2
+    first, second = totals[:half], totals[half:]
+    if half < 2 or first.mean() <= 0 or second.mean() <= 0:
+        return False
+    shift = abs(float(np.median(second) / np.median(first)) - 1)
+    within = max(float(np.std(first) / first.mean()), float(np.std(second) / second.mean()))
+    return shift >= least / 2 and shift > 2 * within
