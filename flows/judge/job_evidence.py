@@ -338,7 +338,9 @@ class EvidenceBook(NodeLevelEvidence, FieldsFilledOnRestore):
             }
             for col in np.flatnonzero(amount[row] > 0):
                 signal = SIGNAL_NAMES[col]
-                since = self.since.get((entity, signal)) or self._begun((entity, signal), end_ns)
+                since = self.since.get((entity, signal))
+                if since is None:  # (a stamp of 0 is a stamp)
+                    since = self._begun((entity, signal), end_ns)
                 self._note(
                     entity,
                     Evidence(
