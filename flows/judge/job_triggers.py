@@ -45,7 +45,7 @@ class JobTriggers(PartFindings):
             sick = self._stage_sick(finding)
             if sick is not None:
                 out += self._stage_fault(window, end_ns, finding, sick)
-            elif finding.kind == "stage":
+            elif finding.kind == "stage" and self.step_peers.ran_even():
                 self.stage_waiting = (window, finding)  # its node's evidence may be on its way
             else:
                 out.append(self._finding(window, end_ns, finding.kind, finding))
@@ -148,10 +148,11 @@ class JobTriggers(PartFindings):
         return worst, slowing[worst]
 
     def _waiting_stage(self, window: int, end_ns: int) -> list[LocalizationEvent]:
-        """A slow stage is told as partitioning HOLD_WINDOWS after it was seen, as a slowed job
-        waits for its cause: a host that stalls its stage shows in its score a few windows
-        after the stage's steps do. Its node's cause by then makes it a stage fault; an event
-        that named a part of its nodes meanwhile was its cause, told."""
+        """A stage that falls behind after the job's stages ran even is told as partitioning
+        HOLD_WINDOWS after it was seen, as a slowed job waits for its cause (one uneven from
+        the first look is told at once): a host that stalls its stage shows in its score a
+        few windows after the stage's steps do. Its node's cause by then makes it a stage
+        fault; an event that named a part of its nodes meanwhile was its cause, told."""
         if self.stage_waiting is None:
             return []
         began, finding = self.stage_waiting

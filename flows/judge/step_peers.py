@@ -126,6 +126,10 @@ class StepPeers(FieldsFilledOnRestore):
     # Recent steps: the ranks well above their peers (2 x min_excess) and their ratios.
     rank_ratios: list[dict[int, float]] = field(default_factory=list)
     told: tuple = ()  # the pattern last told
+    # Pattern looks at which the job's stages ran even (none half stage_excess above the
+    # others): a stage uneven from the first look is partitioning at once; one that falls
+    # behind after the job ran even waits for its node's cause (JobTriggers._waiting_stage).
+    even_looks: int = 0
     # Ranks on a GPU with a record from earlier jobs (flows/incidents/node_memory.py): told
     # after one step less, even when marginal, even from the job's first step.
     quick: set[int] = field(default_factory=set)
@@ -155,6 +159,10 @@ class StepPeers(FieldsFilledOnRestore):
         if known:
             self.pending.setdefault(step, {}).update(known)
             self.stamps[step] = max(self.stamps.get(step, 0), time_ns)
+
+    def ran_even(self) -> bool:
+        """The job's stages ran even for a pattern's look before (see even_looks)."""
+        return self.even_looks >= self.pattern_steps
 
     def judge(self, members: dict[int, RankInfo]) -> list[StepFinding]:
         """Judges every step that is complete (or that a later step closed); returns the
@@ -372,6 +380,8 @@ class StepPeers(FieldsFilledOnRestore):
             if excess >= self.stage_excess:
                 finding = StepFinding("stage", ratio=1 + excess, steps=len(recent), stage=worst)
                 return ("stage", worst, finding)
+            if excess < self.stage_excess / 2:
+                self.even_looks += 1
         # "The data" needs a longer look than a stage: one congestion episode or checkpoint
         # moves a step or two, not eight.
         longer = self.stage_levels[-2 * self.pattern_steps :]
