@@ -15,6 +15,11 @@ simulated data. Every event is matched to the simulator's labels:
   not blaming, but it is not the "no hardware fault" finding either);
 * an escalation (a part's warning, then its critical error, naming the same part) is told
   again at its higher severity: it is right, not a second incident;
+* a job-wide slowdown that is not hardware and carries no label (``[[benign]]`` slow shared
+  storage, a heavier workload, fabric congestion) may be answered at info level: the first
+  event of that job saying "no hardware fault" while it lasts (or within ``HORIZON_S`` of its
+  end) is right (the info verdict Reflex gives such slowdowns); silence is right too, an event
+  that names hardware there is false;
 * every other event is a false event, including a second event for the same incident.
 Two precisions are kept: the lenient one counts every event a label took (the first event of
 its job after onset, whatever it names); the strict one counts an event as right only when it
@@ -168,11 +173,62 @@ def _answers_another(event: LocalizationEvent, label: Any, hardware: list) -> bo
     )
 
 
+# The ``[[benign]]`` kinds that slow a whole job without a hardware cause.
+JOB_SLOWDOWNS = ("storage_slow", "workload_heavier", "congestion")
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    """A scheduled job-wide slowdown that is not a fault: ``job`` from ``start_ns`` to
+    ``end_ns``."""
+
+    job: str
+    start_ns: int
+    end_ns: int
+
+
+def job_slowdowns(scenario: Any) -> list[Slowdown]:
+    """The scenario's job-wide benign slowdowns (those a "no hardware fault" may answer)."""
+    return [
+        Slowdown(
+            str(b.job),
+            scenario.start_ns + int(b.start_s * 1e9),
+            scenario.start_ns + int((b.start_s + b.duration_s) * 1e9),
+        )
+        for b in scenario.benign
+        if b.kind in JOB_SLOWDOWNS
+    ]
+
+
+def _answer_slowdowns(
+    slowdowns: list[Slowdown], events: list[LocalizationEvent], used: set[int], right: set[int]
+) -> None:
+    """The first unused "no hardware fault" event of each slowdown's job, while it lasts or
+    within the horizon after, answers it; later ones stay false (the same incident again)."""
+    for slow in slowdowns:
+        for i, e in enumerate(events):
+            if (
+                i not in used
+                and not e.suspects
+                and e.job == slow.job
+                and slow.start_ns <= e.time_ns <= slow.end_ns + HORIZON_S * 1e9
+            ):
+                used.add(i)
+                right.add(i)
+                break
+
+
 def score_scenario(
-    scenario: str, mode: str, truth: list, events: list[LocalizationEvent], node_hours: float
+    scenario: str,
+    mode: str,
+    truth: list,
+    events: list[LocalizationEvent],
+    node_hours: float,
+    slowdowns: list[Slowdown] | None = None,
 ) -> ScenarioResult:
     right: set[int] = set()
     matches, used = match_labels(truth, events, right)
+    _answer_slowdowns(slowdowns or [], events, used, right)
     hardware = [m for m in matches if m.label.expect == "hardware"]
     others = [m for m in matches if m.label.expect != "hardware"]
     result = ScenarioResult(scenario, mode, node_hours, benign_only=not matches)
@@ -223,7 +279,9 @@ def run_scenario(
         job_config=config,
     )
     node_hours = len(sim.cluster.nodes) * sim.duration_s / 3600
-    result = score_scenario(sim.scenario.name, mode, sim.truth, run.events, node_hours)
+    result = score_scenario(
+        sim.scenario.name, mode, sim.truth, run.events, node_hours, job_slowdowns(sim.scenario)
+    )
     result.seed = seed
     return result
 
