@@ -119,7 +119,9 @@ def probe_server_clock(client: InfluxDBClient, offset: ClockOffset, timeout_s: f
     """One ``/ping`` (short timeout) whose ``Date`` feeds ``offset``; False without an answer."""
     sent_ns = offset.wall()
     try:
-        PingService(client.api_client).get_ping(_request_timeout=timeout_s)
+        # The client reads ``_request_timeout`` in milliseconds: seconds given as they were
+        # left a "2 s" probe 2 ms to answer, and a loaded server's clock unread.
+        PingService(client.api_client).get_ping(_request_timeout=timeout_s * 1000)
     except (ApiException, urllib3.exceptions.HTTPError, OSError):
         return False
     observe_last_answer(client, offset, sent_ns)

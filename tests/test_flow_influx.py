@@ -19,7 +19,9 @@ from reflex_localize.flows.io.influx_source import (
     InfluxSourceError,
 )
 from reflex_localize.flows.runner import run_in_process
+from reflex_localize.influx.clock_offset import ClockOffset
 from reflex_localize.influx.local_server import InfluxServer
+from reflex_localize.influx.write_transport import probe_server_clock
 from reflex_localize.schemas.codec import Point
 from reflex_localize.schemas.frame_codec import encode_frame
 from reflex_localize.shell.simulated_source import SimulatorSource
@@ -192,8 +194,8 @@ def test_a_fresh_start_reads_nothing_until_it_has_the_servers_clock(
     assert part.stats.failed_queries == 1 and part.next_awake() is not None
     assert src.clock_offset is not None and src.clock_offset.estimate() is None
     # The server answers again: the clock is read, and the open window stays open.
-    # A loaded CI machine once left even a 10 s probe unanswered: each further miss is one
-    # more counted failure and backoff, and the source still reads nothing until it answers.
+    # A further miss (a busy server) is one more counted failure and backoff, and the source
+    # still reads nothing until the server answers.
     src.clock_probe_timeout_s = 10.0
     for _ in range(4):
         awake = part.next_awake()
@@ -210,6 +212,19 @@ def test_a_fresh_start_reads_nothing_until_it_has_the_servers_clock(
     assert src.clock_offset.estimate() is not None
     assert part.stats.failed_queries <= 4
     part.close()
+
+
+def test_a_clock_probe_waits_its_timeout_in_seconds(influx: InfluxServer) -> None:
+    """The client takes ``_request_timeout`` in milliseconds: a probe given seconds as they
+    were waited 2 ms, and on an idle server missed most answers after the first."""
+    offset = ClockOffset()
+    with InfluxDBClient(influx.url, influx.token, org=influx.org) as client:
+        answered = []
+        for _ in range(8):
+            time.sleep(0.2)
+            answered.append(probe_server_clock(client, offset, 5.0))
+    assert all(answered), answered
+    assert offset.estimate() is not None
 
 
 def test_a_wrong_token_fails_loudly(influx: InfluxServer, influx_bucket: str) -> None:
