@@ -214,6 +214,27 @@ def test_a_fresh_start_reads_nothing_until_it_has_the_servers_clock(
     part.close()
 
 
+def test_an_empty_hour_before_the_data_takes_a_few_queries(
+    influx: InfluxServer, influx_bucket: str
+) -> None:
+    """A replay over an hour with data only at its end (a refit's ``--last 1h``): the span of
+    a query doubles while reads come back empty, and nothing is skipped."""
+    t0 = (time.time_ns() - 2 * 3600 * 10**9) // WINDOW_NS * WINDOW_NS
+    stamps = [t0 + 3000 * 10**9 + i * 10**9 for i in range(0, 600, 10)]
+    write_lines(influx, influx_bucket, [f"host,cluster=c,node=n1 load1=0.5 {t}" for t in stamps])
+    src = InfluxSource(influx.settings(influx_bucket), n_shards=1, start_ns=t0,
+                       stop_ns=t0 + 3600 * 10**9, lag_seconds=0.0)  # fmt: skip
+    part = src.build_part("in", "shard-0", None)
+    read: list[int] = []
+    with pytest.raises(StopIteration):
+        for _ in range(500):
+            read += [t for b in part.next_batch() for f in b.frames for t in f.time_ns.tolist()]
+    part.close()
+    assert read == stamps
+    # 6 windows a query would be 60 reads, each with its node and late-count queries.
+    assert part.stats.queries < 100, part.stats.queries  # 56 here, 240 at 6 windows a query
+
+
 def test_a_clock_probe_waits_its_timeout_in_seconds(influx: InfluxServer) -> None:
     """The client takes ``_request_timeout`` in milliseconds: a probe given seconds as they
     were waited 2 ms, and on an idle server missed most answers after the first."""

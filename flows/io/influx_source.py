@@ -141,6 +141,10 @@ class InfluxSource(FixedPartitionedSource[WindowBatch, int]):
     ``start_ns`` is where a fresh start (no resume state) begins; by default the window that
     is open now, so a new deployment does not replay the bucket's history. With ``stop_ns``
     the source ends there: a replay of a past incident out of InfluxDB.
+
+    A query covers ``max_windows_per_query`` closed windows; over a stretch where a shard
+    reads nothing, the span doubles each read up to ``max_empty_windows_per_query`` (the most
+    one query may then bring back, once, where the data begins).
     """
 
     def __init__(
@@ -153,6 +157,7 @@ class InfluxSource(FixedPartitionedSource[WindowBatch, int]):
         start_ns: int | None = None,
         stop_ns: int | None = None,
         max_windows_per_query: int = 6,
+        max_empty_windows_per_query: int = 48,
         late_horizon_seconds: float = 60.0,
         late_check_seconds: float = 30.0,
         clock: Callable[[], int] = time.time_ns,
@@ -165,6 +170,7 @@ class InfluxSource(FixedPartitionedSource[WindowBatch, int]):
         self.window_ns, self.lag_ns = int(window_seconds * 1e9), int(lag_seconds * 1e9)
         self.start_ns, self.stop_ns = start_ns, stop_ns
         self.max_windows = max(1, max_windows_per_query)
+        self.max_empty_windows = max(self.max_windows, max_empty_windows_per_query)
         self.late_horizon_ns, self.clock = int(late_horizon_seconds * 1e9), clock
         self.late_check_ns = int(late_check_seconds * 1e9)
         self.clock_offset = ClockOffset(wall=clock) if measure_server_clock else None
@@ -210,6 +216,7 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         self._reader = FluxReader(source.settings)
         self._client = self._reader.client
         self._backoff = Backoff(initial_s=1.0, max_s=30.0)
+        self._span = source.max_windows  # windows the next query covers
         self._awake: datetime | None = None
         self._pattern = ""
         self._emitted: dict[int, tuple[int, int]] = {}  # window -> (rows, field values) read
@@ -232,7 +239,7 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
         if self._cursor >= closed_until or not self._backoff.ready():
             self._awake = _at(src.local_ns(self._wake_ns(now)))
             return []
-        stop = min(closed_until, self._cursor + src.max_windows * src.window_ns)
+        stop = min(closed_until, self._cursor + self._span * src.window_ns)
         try:
             batches = self._read(self._cursor, stop)
         except ApiException as error:
@@ -251,6 +258,13 @@ class InfluxPartition(StatefulSourcePartition[WindowBatch, int]):
             raise InfluxSourceError(f"InfluxDB at {src.settings.url}: {error}") from None
         self._backoff.succeeded()
         self._cursor = stop
+        # Catching up over time with nothing of this shard's (a replay of the last day, a job
+        # that started late in it), each query costs the server about the same however long
+        # its range: the span doubles while reads come back empty, and is the configured one
+        # again as soon as data does. Four queries a step, each 0.25 s, over an hour of
+        # empty windows took a minute of a refit.
+        found = any(batch.frames for batch in batches)
+        self._span = src.max_windows if found else min(2 * self._span, src.max_empty_windows)
         # Still behind: poll again at once. Caught up: sleep until the next window closes.
         self._awake = None if stop < closed_until else _at(src.local_ns(self._wake_ns(now)))
         return batches
