@@ -162,12 +162,16 @@ class InfluxSource:
     "undefined identifier params"), so every value reaches Flux through :func:`flux_string`,
     as a string literal with its escapes; times are integers.
 
+    Nodes and fields are picked by ``==`` joined with ``or``, which InfluxDB pushes down to its
+    storage; ``contains(value:, set:)`` is not, and read every node's series of the range to
+    drop most of them: 15-17 s against 0.05-0.8 s for 420 s of 12 nodes' GPUs (2.9.1).
+
     >>> source = InfluxSource(InfluxSettings(url="http://influx:8086", bucket="telemetry"))
     >>> print(source.query("host", 0, 10, nodes=['a"b'], job=None))
     from(bucket: "telemetry")
       |> range(start: time(v: 0), stop: time(v: 10))
       |> filter(fn: (r) => r._measurement == "host")
-      |> filter(fn: (r) => contains(value: r.node, set: ["a\\"b"]))
+      |> filter(fn: (r) => r.node == "a\\"b")
       |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")
     """
 
@@ -194,13 +198,11 @@ class InfluxSource:
             f"  |> filter(fn: (r) => r._measurement == {flux_string(measurement)})",
         ]
         if nodes is not None:
-            members = ", ".join(flux_string(node) for node in nodes)
-            lines.append(f"  |> filter(fn: (r) => contains(value: r.node, set: [{members}]))")
+            lines.append(f"  |> filter(fn: (r) => {_any_of('r.node', nodes)})")
         if job is not None:
             lines.append(f"  |> filter(fn: (r) => r.job == {flux_string(job)})")
         if fields is not None:
-            wanted = ", ".join(flux_string(name) for name in fields)
-            lines.append(f"  |> filter(fn: (r) => contains(value: r._field, set: [{wanted}]))")
+            lines.append(f"  |> filter(fn: (r) => {_any_of('r._field', fields)})")
         lines.append('  |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")')
         return "\n".join(lines)
 
@@ -219,6 +221,13 @@ class InfluxSource:
             read = [_declared(frame) for frame in reader.frames(query)]
         kept = (_keep(f, start_ns, end_ns, nodes, job) for f in read if f is not None)
         return [frame for frame in kept if frame is not None]
+
+
+def _any_of(column: str, values: Sequence[str]) -> str:
+    """A Flux predicate true where ``column`` is one of ``values`` (false for none)."""
+    if not values:
+        return "false"
+    return " or ".join(f"{column} == {flux_string(value)}" for value in values)
 
 
 def _declared(frame: Frame) -> Frame | None:
