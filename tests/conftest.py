@@ -7,7 +7,7 @@
 - ``influx_bucket`` (function): the name of a new, empty bucket on ``influx``, deleted after.
 - ``query_count(server, flux)`` and ``query_rows(server, flux)``: helpers for assertions.
 
-Under pytest-xdist (``make test`` runs ``-n 2 --dist loadfile --no-loadscope-reorder``) each
+Under pytest-xdist (``make test`` runs ``-n 3 --dist loadfile --no-loadscope-reorder``) each
 worker has its own ``influx``, and each test file runs whole on one worker, in order: the fuzz
 modules' last tests check tallies the earlier ones kept. Files are handed out in collection
 order, those with a slow test first (``pytest_collection_modifyitems``). (``--dist loadgroup``
