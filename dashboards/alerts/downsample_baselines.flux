@@ -13,6 +13,7 @@ resolution = 1h
 from(bucket: results_bucket)
     |> range(start: date.truncate(t: date.sub(d: task.every, from: now()), unit: resolution))
     |> filter(fn: (r) => r._measurement == "reflex_baseline")
-    |> filter(fn: (r) => contains(value: r._field, set: ["center", "scale", "count"]))
+    // == joined by or: InfluxDB pushes it down to storage; contains() it does not.
+    |> filter(fn: (r) => r._field == "center" or r._field == "scale" or r._field == "count")
     |> aggregateWindow(every: resolution, fn: last, createEmpty: false)
     |> to(bucket: downsampled_bucket)
