@@ -224,10 +224,20 @@ class InfluxSource:
 
 
 def _any_of(column: str, values: Sequence[str]) -> str:
-    """A Flux predicate true where ``column`` is one of ``values`` (false for none)."""
-    if not values:
+    """A Flux predicate true where ``column`` is one of ``values`` (false for none), its ``or``
+    terms paired into a balanced tree: a flat chain of 1,000 (a large job's nodes) fails to
+    compile ("Program is nested too deep"), a tree of them is 10 deep.
+
+    >>> _any_of("r.node", ["a", "b", "c"])
+    '((r.node == "a" or r.node == "b") or r.node == "c")'
+    """
+    terms = [f"{column} == {flux_string(value)}" for value in values]
+    if not terms:
         return "false"
-    return " or ".join(f"{column} == {flux_string(value)}" for value in values)
+    while len(terms) > 1:
+        pairs = [terms[i : i + 2] for i in range(0, len(terms), 2)]
+        terms = [f"({pair[0]} or {pair[1]})" if len(pair) == 2 else pair[0] for pair in pairs]
+    return terms[0]
 
 
 def _declared(frame: Frame) -> Frame | None:

@@ -409,3 +409,18 @@ def test_report_from_influxdb_uses_the_flows_stored_baseline(
     assert result.exit_code == 0, result.output
     page = Path(result.output.splitlines()[0]).read_text()
     assert "reflex_baseline" in page and influx.token not in page + result.output
+
+
+@pytest.mark.influx
+def test_a_report_query_over_a_thousand_nodes_compiles_and_picks_them(
+    influx: InfluxServer, influx_bucket: str
+) -> None:
+    """A large job's nodes in one query: a flat chain of 1,000 ``or`` terms fails to compile
+    in InfluxDB ("Program is nested too deep"); the source pairs them into a tree."""
+    t0 = 1_767_225_600 * 10**9
+    nodes = [f"node-{i:04d}" for i in range(1200)]
+    _write(influx, influx_bucket, [f"host,cluster=c,node={n} load1=0.5 {t0}" for n in nodes])
+    source = InfluxSource(influx.settings(influx_bucket), results_bucket=influx_bucket)
+    frames = source.frames("host", t0, t0 + 10**9, nodes=nodes[100:1100])
+    picked = sorted(str(node) for frame in frames for node in frame.tags["node"])
+    assert picked == nodes[100:1100]
