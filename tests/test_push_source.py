@@ -192,3 +192,46 @@ def wait_for(read: Callable[[], dict | None], key: str, timeout_s: float = 20.0)
             return found
         time.sleep(0.2)
     raise AssertionError(f"no {key} after {timeout_s} s")
+
+
+def test_a_fresh_start_reads_what_was_written_before_the_stream_from_the_bucket(
+    influx: InfluxServer, influx_bucket: str
+) -> None:
+    """The flow starts 8 s into a window that holds a line written before the stream existed:
+    that line is in the bucket only. The stream goes live with the window's next line, and the
+    window must come from Flux (both lines), not from the push (the second alone)."""
+    window = 1_767_225_600 * 10**9
+    now = {"ns": window + 8 * 10**9}
+    before, after = window + 2 * 10**9, window + 9 * 10**9
+    name, token, port = f"fresh-{influx_bucket}", secrets.token_hex(16), free_port()
+    with InfluxDBClient(influx.url, influx.token, org=influx.org) as client:
+        write = client.write_api(write_options=SYNCHRONOUS)
+        write.write(influx_bucket, influx.org, f"host,cluster=c,node=n1 load1=0.5 {before}")
+        stream_to(influx, influx_bucket, port, token, name)
+        source = PushSource(
+            influx.settings(influx_bucket),
+            push_token=token,
+            port=port,
+            n_shards=1,
+            lag_seconds=5.0,
+            stop_ns=window + 10 * 10**9,
+            clock=lambda: now["ns"],
+        )
+        part = source.build_part("in", "shard-0", None)
+        try:
+            assert part.next_batch() == []  # starts the receiver; window not closed yet
+            write.write(influx_bucket, influx.org, f"host,cluster=c,node=n1 load1=0.7 {after}")
+            deadline = time.monotonic() + 20
+            while part.push_from is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert part.push_from is not None, "the stream never went live"
+            now["ns"] = window + 16 * 10**9  # the window has closed, lag included
+            stamps: list[int] = []
+            with pytest.raises(StopIteration):
+                for _ in range(50):
+                    batches = part.next_batch()
+                    stamps += [t for b in batches for f in b.frames for t in f.time_ns.tolist()]
+        finally:
+            part.close()
+            remove_stream(influx.settings(), name)
+    assert sorted(stamps) == [before, after]

@@ -9,9 +9,10 @@ the partition emitted (as for :class:`~flows.influx_source.InfluxSource`). From 
 every window is read back with Flux once it closes, through the polling source's own reader,
 until the stream is *live*: a request carries a line for a window not yet closed or the one
 just closed, so InfluxDB's queue (first in, first out) has drained to about now. The push then
-gives every window from ``push_from`` on: the window that closes next, and on a restart at
-clock time ``T0`` no earlier than the first window after ``T0 + lag`` (what the crashed run
-answered for is in the bucket only, written before ``T0``, stamped before ``T0 + lag``).
+gives every window from ``push_from`` on: the window that closes next, and no earlier than
+the first window after ``T0 + lag`` for a partition built at clock time ``T0``, fresh or
+restarted (what a crashed run answered for, or what was written before the stream existed,
+is in the bucket only, written before ``T0``, stamped before ``T0 + lag``).
 Lines pushed for earlier windows, the queue's redeliveries above all, are counted as
 ``covered`` and dropped undecoded: Flux reads them from the bucket. So a window comes either
 from Flux or from the push, never from both, and nothing is counted twice. (After a long
@@ -161,12 +162,12 @@ class PushSource(FixedPartitionedSource[WindowBatch, int]):
             cursor = start // self.window_ns * self.window_ns
         with self._lock:
             # The push cannot give what was sent before the partition was there: what an
-            # earlier run took (a restart), or what this process's receiver routed before
-            # (another worker started it). That is in the bucket only, written before now and
-            # stamped before now + lag, so the push starts after it. A fresh start, before the
-            # receiver runs, missed nothing: the push may start at its first window.
-            missed = resume_state is not None or self._started
-            floor = self.first_window_after(now + self.lag_ns) if missed else cursor
+            # earlier run took (a restart), what this process's receiver routed before
+            # (another worker started it), and on a fresh start whatever was written before
+            # the stream existed (a stream created with the flow, or the history before
+            # --start-ns's windows close). That is in the bucket only, written before now and
+            # stamped before now + lag, so the push starts after it and Flux reads the rest.
+            floor = self.first_window_after(now + self.lag_ns)
             part = PushPartition(self, for_part, cursor, floor)
             if self._live:
                 part.go_live(floor)
