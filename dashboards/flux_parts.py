@@ -23,6 +23,7 @@ from reflex_localize.dashboards.grafana_model import (
     constant,
     query_variable,
 )
+from reflex_localize.influx.flux_literals import flux_any_of
 
 EVENT_COLUMNS = (
     "severity",
@@ -36,10 +37,8 @@ EVENT_COLUMNS = (
 
 
 def field_predicate(fields: Sequence[str]) -> str:
-    """Equality tests joined by ``or``: InfluxDB pushes these down to storage, ``contains`` not."""
-    if len(fields) == 1:
-        return f'r._field == "{fields[0]}"'
-    return "(" + " or ".join(f'r._field == "{f}"' for f in fields) + ")"
+    """The fields' equality tests joined by ``or`` (:func:`influx.flux_literals.flux_any_of`)."""
+    return flux_any_of("r._field", fields)
 
 
 def select(bucket: str, measurement: str, fields: Sequence[str], *where: str) -> str:

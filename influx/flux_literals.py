@@ -12,7 +12,7 @@ answering a question rewrites only these lines, so the checked-in text stays val
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -48,6 +48,33 @@ def flux_string(text: str) -> str:
         raise ValueError("control characters cannot be Flux parameters")
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("${", "\\${")
     return f'"{escaped}"'
+
+
+# Up to this many terms a predicate stays one flat chain, as a reader of a dashboard query
+# writes it; beyond, a flat chain soon fails to compile ("Program is nested too deep" at
+# 1,000: a large job's nodes), so the terms are paired into a balanced tree.
+FLAT_TERMS = 64
+
+
+def flux_any_of(column: str, values: Sequence[str]) -> str:
+    """A Flux predicate true where ``column`` is one of ``values`` (false for none): equality
+    tests joined by ``or``, which InfluxDB pushes down to storage (``contains`` it does not).
+    Two or more are parenthesized, so the predicate can stand beside ``and``.
+
+    >>> flux_any_of("r.node", ["a", "b", "c"])
+    '(r.node == "a" or r.node == "b" or r.node == "c")'
+    >>> flux_any_of("r.node", [])
+    'false'
+    """
+    terms = [f"{column} == {flux_string(value)}" for value in values]
+    if not terms:
+        return "false"
+    if len(terms) <= FLAT_TERMS:
+        return terms[0] if len(terms) == 1 else "(" + " or ".join(terms) + ")"
+    while len(terms) > 1:
+        pairs = [terms[i : i + 2] for i in range(0, len(terms), 2)]
+        terms = [f"({pair[0]} or {pair[1]})" if len(pair) == 2 else pair[0] for pair in pairs]
+    return terms[0]
 
 
 def _line(name: str) -> re.Pattern[str]:

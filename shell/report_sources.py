@@ -28,7 +28,7 @@ from typing import Protocol
 import numpy as np
 
 from reflex_localize.influx.config import InfluxSettings
-from reflex_localize.influx.flux_literals import flux_string
+from reflex_localize.influx.flux_literals import flux_any_of, flux_string
 from reflex_localize.influx.reader import FluxReader
 from reflex_localize.schemas.codec import Point, PointError, decode
 from reflex_localize.schemas.contract import load_schema
@@ -198,11 +198,11 @@ class InfluxSource:
             f"  |> filter(fn: (r) => r._measurement == {flux_string(measurement)})",
         ]
         if nodes is not None:
-            lines.append(f"  |> filter(fn: (r) => {_any_of('r.node', nodes)})")
+            lines.append(f"  |> filter(fn: (r) => {flux_any_of('r.node', nodes)})")
         if job is not None:
             lines.append(f"  |> filter(fn: (r) => r.job == {flux_string(job)})")
         if fields is not None:
-            lines.append(f"  |> filter(fn: (r) => {_any_of('r._field', fields)})")
+            lines.append(f"  |> filter(fn: (r) => {flux_any_of('r._field', fields)})")
         lines.append('  |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")')
         return "\n".join(lines)
 
@@ -221,23 +221,6 @@ class InfluxSource:
             read = [_declared(frame) for frame in reader.frames(query)]
         kept = (_keep(f, start_ns, end_ns, nodes, job) for f in read if f is not None)
         return [frame for frame in kept if frame is not None]
-
-
-def _any_of(column: str, values: Sequence[str]) -> str:
-    """A Flux predicate true where ``column`` is one of ``values`` (false for none), its ``or``
-    terms paired into a balanced tree: a flat chain of 1,000 (a large job's nodes) fails to
-    compile ("Program is nested too deep"), a tree of them is 10 deep.
-
-    >>> _any_of("r.node", ["a", "b", "c"])
-    '((r.node == "a" or r.node == "b") or r.node == "c")'
-    """
-    terms = [f"{column} == {flux_string(value)}" for value in values]
-    if not terms:
-        return "false"
-    while len(terms) > 1:
-        pairs = [terms[i : i + 2] for i in range(0, len(terms), 2)]
-        terms = [f"({pair[0]} or {pair[1]})" if len(pair) == 2 else pair[0] for pair in pairs]
-    return terms[0]
 
 
 def _declared(frame: Frame) -> Frame | None:
