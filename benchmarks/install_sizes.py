@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_SOURCE = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", "reflex-demo")
+NOT_SOURCE = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache",
+              "reflex-demo", "*.so")  # fmt: skip
 HEAVY = ("bytewax", "scikit-learn", "scipy", "matplotlib")
 # install name -> (extra, a command that must run in it)
 INSTALLS = {

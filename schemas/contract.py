@@ -51,6 +51,20 @@ class MeasurementSpec:
     help: str
     fields: dict[str, FieldSpec]
 
+    def takes_keys(
+        self, tag_names: tuple[str, ...], field_names: tuple[str, ...], carry_tags: bool
+    ) -> bool:
+        """Whether a line with these keys passes the strict decoder's key checks: keys
+        distinct, every declared tag there, no undeclared tag (unless carried), only declared
+        fields. The block decoders take a kind of lines on this alone."""
+        return (
+            len(set(tag_names)) == len(tag_names)
+            and len(set(field_names)) == len(field_names)
+            and set(self.tags) <= set(tag_names)
+            and (carry_tags or set(tag_names) <= set(self.tags))
+            and all(name in self.fields for name in field_names)
+        )
+
 
 @dataclass(frozen=True)
 class Schema:

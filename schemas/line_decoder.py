@@ -36,6 +36,7 @@ import numpy as np
 from reflex_localize.schemas.codec import MAX_LINE_CHARS, MAX_TIME_NS, Point, decode
 from reflex_localize.schemas.contract import MeasurementSpec, Schema, load_schema
 from reflex_localize.schemas.frame import Frame, frames_from_points
+from reflex_localize.schemas.line_decoder_compiled import compiled_available, compiled_parts
 from reflex_localize.schemas.line_decoder_tokens import Kind, PlainBlock, kinds
 from reflex_localize.schemas.line_decoder_values import (
     PAD,
@@ -91,6 +92,48 @@ def decode_block(
     :func:`~schemas.line_file.line_stamp` reads them (-1 where it read none): a line of the
     fast path ends with its stamp's plain digits, so they are its time, read once."""
     schema = schema or load_schema()
+    if compiled_available():
+        parts, strict = _compiled_parts(lines, schema, carry_tags, stamps)
+    else:
+        parts, strict = _numpy_parts(lines, schema, carry_tags, stamps)
+    block = DecodedBlock()
+    strict_points: list[tuple[int, Point]] = []
+    for position in sorted(strict):
+        try:
+            strict_points.append((position, decode(lines[position], schema, carry_tags=carry_tags)))
+        except Exception as error:  # the strict decoder's verdict, whatever it is
+            block.rejects.append((position, error))
+    parts += points_parts(strict_points, schema)
+    block.frames, block.positions = assemble(parts)
+    return block
+
+
+def _compiled_parts(
+    lines: Sequence[str], schema: Schema, carry_tags: bool, stamps: np.ndarray | None
+) -> tuple[list[FramePart], set[int]]:
+    """The compiled path's parts of the plain lines and the numpy path's of the others; the
+    positions left to the strict decoder. (It reads each line's stamp itself, as its digits.)"""
+    found, strict_at, other = compiled_parts(
+        lines if isinstance(lines, list) else list(lines), schema, carry_tags
+    )
+    parts = [FramePart(key, positions, frame) for key, positions, frame in found]
+    strict = set(strict_at.tolist())
+    if len(other):
+        others = other.tolist()
+        other_stamps = None if stamps is None else stamps[other]
+        more, more_strict = _numpy_parts(
+            [lines[p] for p in others], schema, carry_tags, other_stamps
+        )
+        parts += [FramePart(part.key, other[part.positions], part.frame) for part in more]
+        strict.update(others[p] for p in more_strict)
+    return parts, strict
+
+
+def _numpy_parts(
+    lines: Sequence[str], schema: Schema, carry_tags: bool, stamps: np.ndarray | None
+) -> tuple[list[FramePart], set[int]]:
+    """The numpy path's parts, a piece of lines at a time; the positions left to the strict
+    decoder."""
     strict: set[int] = set()
     parts: list[FramePart] = []
     size = -(-len(lines) // -(-len(lines) // _PIECE_LINES)) if lines else 1  # pieces alike
@@ -102,16 +145,7 @@ def decode_block(
         )
         parts += [FramePart(part.key, part.positions + begin, part.frame) for part in piece]
         strict.update(begin + position for position in piece_strict)
-    block = DecodedBlock()
-    strict_points: list[tuple[int, Point]] = []
-    for position in sorted(strict):
-        try:
-            strict_points.append((position, decode(lines[position], schema, carry_tags=carry_tags)))
-        except Exception as error:  # the strict decoder's verdict, whatever it is
-            block.rejects.append((position, error))
-    parts += points_parts(strict_points, schema)
-    block.frames, block.positions = assemble(parts)
-    return block
+    return parts, strict
 
 
 def points_parts(numbered: list[tuple[int, Point]], schema: Schema) -> list[FramePart]:
@@ -234,18 +268,9 @@ def _readings(
 
 
 def _declared(kind: Kind, spec: MeasurementSpec, carry_tags: bool) -> bool:
-    """Whether the kind's keys are what the strict decoder accepts without a word: distinct,
-    every declared tag there, no undeclared tag (unless carried), only declared fields."""
     assert kind.names is not None
     tags = kind.skeleton.partition(b" ")[0].count(b",")
-    tag_names, field_names = kind.names[1 : 1 + tags], kind.names[1 + tags :]
-    return (
-        len(set(tag_names)) == len(tag_names)
-        and len(set(field_names)) == len(field_names)
-        and set(spec.tags) <= set(tag_names)
-        and (carry_tags or set(tag_names) <= set(spec.tags))
-        and all(name in spec.fields for name in field_names)
-    )
+    return spec.takes_keys(kind.names[1 : 1 + tags], kind.names[1 + tags :], carry_tags)
 
 
 class _Batch:

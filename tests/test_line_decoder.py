@@ -17,12 +17,25 @@ from reflex_localize.schemas.contract import Schema
 from reflex_localize.schemas.frame import Frame, frames_from_points
 from reflex_localize.schemas.frame_codec import encode_frame
 from reflex_localize.schemas.line_decoder import decode_block
+from reflex_localize.schemas.line_decoder_compiled import compiled_available
 from reflex_localize.schemas.line_decoder_tokens import SMALLEST_KIND
 from reflex_localize.schemas.line_file import line_stamp
 from reflex_localize.shell.sample_points import sample_points
 from reflex_localize.simulator import Simulation, load_scenario
 
 VALID_LINES = [encode(point) for point in sample_points(per_measurement=2)]
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def decoder_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs through both fast paths: the compiled one (which the project's
+    install builds, so it must be there) and numpy's (where no compiler was found)."""
+    if request.param == "numpy":
+        monkeypatch.setenv("REFLEX_LINE_DECODER", "numpy")
+    else:
+        monkeypatch.delenv("REFLEX_LINE_DECODER", raising=False)
+        assert compiled_available(), "schemas/plain_lines.c is not built: infra/setup_venv.sh"
+    return str(request.param)
 
 
 def demo_lines(seconds: int) -> list[str]:
@@ -196,3 +209,56 @@ def test_a_stamp_past_influxdbs_range_is_left_to_the_strict_decoder() -> None:
     lines = [f"host,cluster=c,node=n{i} load1=0.5 {2**63 - 1 - (i % 2)}" for i in range(8)]
     assert_agrees_with_strict(lines, carry_tags=True)
     assert len(decode_block(lines, stamps=np.array([line_stamp(x) for x in lines])).rejects) == 4
+
+
+@pytest.mark.parametrize("carry_tags", [True, False])
+def test_spellings_at_the_edges_of_what_the_fast_paths_vouch_for(carry_tags: bool) -> None:
+    """Each spelling in a kind of its own lines (four, so that a kind is read): digits at and
+    past the counts a path vouches for, signs, points, suffixes, stamps at InfluxDB's limit,
+    tags at and past their length, empty keys and values, odd separators."""
+    floats = ["0", "-0", ".5", "5.", "-.5", "1.", "12345678901234", "1234567890.1234",
+              "123456789012345", "0.000000000000001", "1.2.3", "--1", "-", ".", "1e5", "+5",
+              "1_0", "nan", "inf", "5i", "12.50", "007"]  # fmt: skip
+    ints = [
+        "0i",
+        "-0i",
+        "123456789012345678i",
+        "-123456789012345678i",
+        "1234567890123456789i",
+        "9223372036854775807i",
+        "-9223372036854775808i",
+        "5",
+        "5u",
+        "i",
+        "-i",
+        "1.5i",
+    ]
+    bools = ["true", "false", "t", "T", "True", "FALSE", "yes", "truex"]
+    stamps = ["0", "1", str(2**63 - 2), str(2**63 - 1), "1" * 20, "01700000000", "+5", ""]
+    tags = ["x" * 248, "y" * 249, "n=1", "a b", ""]
+    lines = []
+    for i in range(4):
+        node = f"n{i}"
+        lines += [f"host,cluster=c,node={node} load1={v} 5" for v in floats]
+        lines += [f"host,cluster=c,node={node} procs_running={v} 5" for v in ints]
+        lines += [f"nic,cluster=c,node={node},device=ib0 up={v} 5" for v in bools]
+        lines += [f"host,cluster=c,node={node} load1=1 {v}" for v in stamps]
+        lines += [f"host,cluster=c,node={v or node} load1=1 5" for v in tags]
+        lines += [f"host,cluster={v},node={node} load1=1 5" for v in tags]
+        lines += [
+            f"host,cluster=c,node={node} =1 5", f"host,=c,node={node} load1=1 5",
+            f",cluster=c,node={node} load1=1 5", f"host,cluster=c,node={node}  load1=1 5",
+            f"host,cluster=c,node={node} load1=1  5", f"host,cluster=c,node={node} load1=1",
+            f"host,cluster=c,node={node} load1= 5", f"host,cluster=c,node={node},node=x load1=1 5",
+            f"host,cluster=c,node={node} load1=1,load1=2 5", "host,cluster=c load1=1 5",
+            f"host,cluster=c,node={node},extra=e load1=1 5", f"host,cluster=c,node={node} nope=1 5",
+            f"host,cluster=c,node={node} load1=1,procs_running=2i 5 6",
+        ]  # fmt: skip
+    assert_agrees_with_strict(lines, carry_tags)
+
+
+def test_lines_of_a_kind_too_few_to_read_go_to_the_strict_decoder() -> None:
+    """Three lines of a kind are the strict decoder's; four are read as a kind: the same frames."""
+    for count in (1, 3, 4, 5):
+        lines = [f"host,cluster=c,node=n{i} load1={i}.25 5" for i in range(count)]
+        assert_agrees_with_strict(lines, carry_tags=True)

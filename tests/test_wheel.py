@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_NOT_SOURCE = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", "reflex-demo")
+_NOT_SOURCE = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache",
+               "reflex-demo", "*.so")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +76,11 @@ def test_the_plain_install_requires_nothing(wheel: zipfile.ZipFile) -> None:
         line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("Provides-Extra")
     }
     assert extras >= {"agent", "flow", "all", "dev"}
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_compiled_decoder(wheel: zipfile.ZipFile) -> None:
+    """Built where a C compiler is (the project's set-up installs one): the flow's replay reads
+    plain lines with it (schemas/plain_lines.c)."""
+    compiled = [n for n in wheel.namelist() if n.startswith("reflex_localize/schemas/plain_lines")]
+    assert len(compiled) == 1 and compiled[0].endswith(".so"), compiled
