@@ -113,9 +113,7 @@ def _compiled_parts(
 ) -> tuple[list[FramePart], set[int]]:
     """The compiled path's parts of the plain lines and the numpy path's of the others; the
     positions left to the strict decoder. (It reads each line's stamp itself, as its digits.)"""
-    found, strict_at, other = compiled_parts(
-        lines if isinstance(lines, list) else list(lines), schema, carry_tags
-    )
+    found, strict_at, other = compiled_parts(lines, schema, carry_tags)
     parts = [FramePart(key, positions, frame) for key, positions, frame in found]
     strict = set(strict_at.tolist())
     if len(other):

@@ -12,6 +12,8 @@ path. The install builds it where a C compiler is found (``setup.py``); elsewher
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -33,8 +35,15 @@ def compiled_available() -> bool:
     return plain_lines is not None and os.environ.get("REFLEX_LINE_DECODER", "") != "numpy"
 
 
+class HeldAsSpans(Protocol):
+    """Lines held as spans of bytes (``flows.io.window_lines.WindowLines``): line ``p`` is
+    ``raws[which[p]][starts[p]:ends[p]]``, and no str need be made of a plain one."""
+
+    def spans(self) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]: ...
+
+
 def compiled_parts(
-    lines: list[str], schema: Schema, carry_tags: bool
+    lines: Sequence[str], schema: Schema, carry_tags: bool
 ) -> tuple[list[tuple[Key, np.ndarray, Frame]], np.ndarray, np.ndarray]:
     """``(parts, strict, other)``: a (key, line positions, frame) per kind read; the positions
     of plain lines for the strict decoder; those of lines that are not plain."""
@@ -46,7 +55,12 @@ def compiled_parts(
             asked[names, tags] = _field_types(names, tags, schema, carry_tags)
         return asked[names, tags]
 
-    kinds, strict, other = plain_lines.decode(lines, field_types)
+    if hasattr(lines, "spans"):
+        raws, which, starts, ends = cast(HeldAsSpans, lines).spans()
+        read = plain_lines.decode_spans(raws, which, starts, ends, field_types)
+    else:
+        read = plain_lines.decode(lines if isinstance(lines, list) else list(lines), field_types)
+    kinds, strict, other = read
     parts = []
     for names, tags, rows, times, tag_columns, field_columns in kinds:
         spec = schema.measurements[names[0]]

@@ -15,13 +15,15 @@ both read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
 from reflex_localize.schemas.codec import MAX_LINE_CHARS
+from reflex_localize.schemas.line_decoder_compiled import plain_lines
 from reflex_localize.schemas.line_decoder_values import byte_matrix
 
 _MAX_STAMP_DIGITS = len(str(1 << 63))
@@ -51,7 +53,8 @@ def data_pieces(
     max_line: int = MAX_LINE_CHARS,
     on_long_line: LongLine | None = None,
     span: tuple[int, int] | None = None,
-) -> Iterator[tuple[int, list[str], bytes]]:
+    lazy: bool = False,
+) -> Iterator[tuple[int, Sequence[str], bytes]]:
     """``(lines before the piece, its lines, their bytes)`` for pieces of about ``piece_bytes``
     bytes of the file, every line included (see :func:`is_data`), so that a reader can treat a
     piece's lines with array operations (:class:`PieceLines`). The bytes are the lines joined
@@ -63,7 +66,12 @@ def data_pieces(
     so memory stays within a piece and a line whatever the file holds.
 
     ``span``: ``(start, end)``, the bytes to read, each at the start of a line (or the file's
-    end); line counts are then from ``start``."""
+    end); line counts are then from ``start``.
+
+    ``lazy``: a piece with no carriage return and no overlong line comes as a
+    :class:`PieceText`, its lines read from the bytes only when asked for: a replay hands
+    nearly all of its lines to the block decoder as bytes, and making a str of each line cost
+    it about as much as decoding them all."""
     before = 0
     with Path(path).open("rb") as handle:
         rest = b""
@@ -90,9 +98,9 @@ def data_pieces(
                 if len(rest) > max_line:
                     skipped, rest = len(rest), b""
                 continue
-            lines, raw = _split(rest + memoryview(piece)[:cut])
-            if len(raw) > max_line:
-                lines, raw = _without_long_lines(before, lines, raw, max_line, on_long_line)
+            lines, raw = _piece(
+                rest + memoryview(piece)[:cut], before, max_line, on_long_line, lazy
+            )
             rest = piece[cut + 1 :]
             yield before, lines, raw
             before += len(lines)
@@ -100,10 +108,21 @@ def data_pieces(
             before = _long_line(before, skipped, on_long_line)
             yield before - 1, [""], b""
         elif rest:
-            lines, raw = _split(rest)
-            if len(raw) > max_line:
-                lines, raw = _without_long_lines(before, lines, raw, max_line, on_long_line)
-            yield before, lines, raw
+            yield before, *_piece(rest, before, max_line, on_long_line, lazy)
+
+
+def _piece(
+    raw: bytes, before: int, max_line: int, on_long_line: LongLine | None, lazy: bool
+) -> tuple[Sequence[str], bytes]:
+    """A piece's lines (see :func:`data_pieces`) and their bytes."""
+    if lazy and b"\r" not in raw:
+        text = PieceText.of(raw)
+        if len(raw) <= max_line or int((text.ends - text.starts).max()) <= max_line:
+            return text, raw  # (a line's bytes are no fewer than its characters)
+    lines, raw = _split(raw)
+    if len(raw) > max_line:
+        lines, raw = _without_long_lines(before, lines, raw, max_line, on_long_line)
+    return lines, raw
 
 
 def _long_line(before: int, length: int, on_long_line: LongLine | None) -> int:
@@ -143,6 +162,42 @@ def is_data(line: str) -> bool:
     return bool(line) and not line.isspace() and line[0] != "#"
 
 
+class PieceText(Sequence[str]):
+    """A piece's lines as ``text.split("\\n")`` gives them, read from its bytes one at a time
+    when asked for (UTF-8, bytes that are not UTF-8 replaced, as :func:`data_pieces` reads
+    them), and where each starts and ends in the bytes.
+
+    >>> text = PieceText.of(b"m f=1 5\\n\\nn g=2 6")
+    >>> len(text), text[2], text[:2], text.ends.tolist()
+    (3, 'n g=2 6', ['m f=1 5', ''], [7, 8, 16])
+    """
+
+    def __init__(self, raw: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.raw, self.starts, self.ends = raw, starts, ends
+
+    @classmethod
+    def of(cls, raw: bytes) -> PieceText:
+        ends = (
+            np.frombuffer(plain_lines.line_ends(raw), np.int64)
+            if plain_lines is not None
+            else np.append(np.flatnonzero(np.frombuffer(raw, np.uint8) == ord("\n")), len(raw))
+        )
+        return cls(raw, np.concatenate(([0], ends[:-1] + 1)), ends)
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        start, end = int(self.starts[index]), int(self.ends[index])
+        return self.raw[start:end].decode("utf-8", "replace")
+
+
 @dataclass(frozen=True)
 class PieceLines:
     """A piece's lines and their bytes, with where each line starts and ends in them: what
@@ -155,15 +210,17 @@ class PieceLines:
     ([5, 6], [False, True])
     """
 
-    lines: list[str]
+    lines: Sequence[str]
     raw: bytes  # the lines joined by "\\n"
     starts: np.ndarray  # where each line starts in raw
     ends: np.ndarray  # where each line ends in raw (at its "\\n", or the end of raw)
 
     @classmethod
-    def of(cls, lines: list[str], raw: bytes) -> PieceLines:
+    def of(cls, lines: Sequence[str], raw: bytes) -> PieceLines:
         """``raw``: the lines joined by "\\n", in UTF-8 (or bytes that hold those line breaks
         and, where a line is not UTF-8, bytes of 0x80 and above: see :func:`data_pieces`)."""
+        if isinstance(lines, PieceText) and lines.raw is raw:
+            return cls(lines, raw, lines.starts, lines.ends)
         if raw.isascii():  # a character is a byte: the ends follow from the lengths
             lengths = np.fromiter(map(len, lines), np.int64, len(lines))
             ends = np.cumsum(lengths + 1) - 1

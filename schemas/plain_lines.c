@@ -502,30 +502,19 @@ static int file_line(Kinds *kinds, Buffer *strict, Buffer *other, Buffer *seps_b
     return 0;
 }
 
-static PyObject *decode(PyObject *module, PyObject *args) {
-    PyObject *lines, *field_types;
-    if (!PyArg_ParseTuple(args, "O!O:decode", &PyList_Type, &lines, &field_types)) return NULL;
-    Py_ssize_t count = PyList_GET_SIZE(lines);
-    const char **texts = malloc(sizeof(char *) * (size_t)(count + 1));
+/* The lines' kinds read (texts[p], lengths[p] long; NULL: a str that is not ASCII). */
+static PyObject *decode_texts(const char *const *texts, const Py_ssize_t *lengths,
+                              Py_ssize_t count, PyObject *field_types) {
     Kinds kinds = {0};
     Buffer strict = {0}, other = {0}, seps = {0}, codes = {0};
     PyObject *found = NULL, *result = NULL;
-    if (texts == NULL) return PyErr_NoMemory();
     for (Py_ssize_t p = 0; p < count; p++) {
-        PyObject *line = PyList_GET_ITEM(lines, p);
         int64_t position = p;
-        texts[p] = NULL;
-        if (!PyUnicode_Check(line)) {
-            PyErr_SetString(PyExc_TypeError, "decode takes a list of str");
-            goto done;
-        }
-        if (!PyUnicode_IS_ASCII(line)) {
+        if (texts[p] == NULL) {
             if (buffer_add(&other, &position, 8) < 0) goto nomemory;
             continue;
         }
-        texts[p] = (const char *)PyUnicode_DATA(line);
-        if (file_line(&kinds, &strict, &other, &seps, &codes, texts[p], PyUnicode_GET_LENGTH(line),
-                      position) < 0)
+        if (file_line(&kinds, &strict, &other, &seps, &codes, texts[p], lengths[p], position) < 0)
             goto nomemory;
     }
     found = PyList_New(0);
@@ -565,7 +554,6 @@ nomemory:
     PyErr_NoMemory();
 done:
     Py_XDECREF(found);
-    free(texts);
     kinds_free(&kinds);
     free(strict.data);
     free(other.data);
@@ -574,9 +562,106 @@ done:
     return result;
 }
 
+static PyObject *decode(PyObject *module, PyObject *args) {
+    PyObject *lines, *field_types, *result = NULL;
+    if (!PyArg_ParseTuple(args, "O!O:decode", &PyList_Type, &lines, &field_types)) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(lines);
+    const char **texts = malloc(sizeof(char *) * (size_t)(count + 1));
+    Py_ssize_t *lengths = malloc(sizeof(Py_ssize_t) * (size_t)(count + 1));
+    if (texts == NULL || lengths == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t p = 0; p < count; p++) {
+        PyObject *line = PyList_GET_ITEM(lines, p);
+        if (!PyUnicode_Check(line)) {
+            PyErr_SetString(PyExc_TypeError, "decode takes a list of str");
+            goto done;
+        }
+        texts[p] = PyUnicode_IS_ASCII(line) ? (const char *)PyUnicode_DATA(line) : NULL;
+        lengths[p] = PyUnicode_GET_LENGTH(line);
+    }
+    result = decode_texts(texts, lengths, count, field_types);
+done:
+    free(texts);
+    free(lengths);
+    return result;
+}
+
+/* decode_spans(raws, which, starts, ends, field_types): the same for lines held as spans of
+ * bytes objects: line p is raws[which[p]][starts[p]:ends[p]] (which int32, the others
+ * int64). A line whose bytes are not ASCII is not plain, and so in other. */
+static PyObject *decode_spans(PyObject *module, PyObject *args) {
+    PyObject *raws, *field_types, *result = NULL;
+    Py_buffer which, starts, ends;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*O:decode_spans", &PyList_Type, &raws, &which, &starts,
+                          &ends, &field_types))
+        return NULL;
+    Py_ssize_t count = starts.len / 8;
+    const char **texts = malloc(sizeof(char *) * (size_t)(count + 1));
+    Py_ssize_t *lengths = malloc(sizeof(Py_ssize_t) * (size_t)(count + 1));
+    const int32_t *raw_of = which.buf;
+    const int64_t *start = starts.buf, *end = ends.buf;
+    if (texts == NULL || lengths == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (which.len != 4 * count || ends.len != 8 * count) {
+        PyErr_SetString(PyExc_ValueError, "decode_spans: which, starts and ends differ in length");
+        goto done;
+    }
+    for (Py_ssize_t p = 0; p < count; p++) {
+        PyObject *raw = raw_of[p] >= 0 && raw_of[p] < PyList_GET_SIZE(raws)
+                            ? PyList_GET_ITEM(raws, raw_of[p]) : NULL;
+        if (raw == NULL || !PyBytes_Check(raw) || start[p] < 0 || start[p] > end[p] ||
+            end[p] > PyBytes_GET_SIZE(raw)) {
+            PyErr_SetString(PyExc_ValueError, "decode_spans: a span outside its bytes");
+            goto done;
+        }
+        texts[p] = PyBytes_AS_STRING(raw) + start[p];
+        lengths[p] = (Py_ssize_t)(end[p] - start[p]);
+    }
+    result = decode_texts(texts, lengths, count, field_types);
+done:
+    free(texts);
+    free(lengths);
+    PyBuffer_Release(&which);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    return result;
+}
+
+/* line_ends(raw): where each "\n" of raw stands, then len(raw): the ends of its lines. */
+static PyObject *line_ends(PyObject *module, PyObject *args) {
+    Py_buffer raw;
+    if (!PyArg_ParseTuple(args, "y*:line_ends", &raw)) return NULL;
+    Buffer ends = {0};
+    const char *data = raw.buf, *at = data, *stop = data + raw.len;
+    int64_t position;
+    PyObject *result = NULL;
+    while ((at = memchr(at, '\n', (size_t)(stop - at))) != NULL) {
+        position = at - data;
+        if (buffer_add(&ends, &position, 8) < 0) goto nomemory;
+        at++;
+    }
+    position = raw.len;
+    if (buffer_add(&ends, &position, 8) < 0) goto nomemory;
+    result = buffer_bytes(&ends);
+    goto done;
+nomemory:
+    PyErr_NoMemory();
+done:
+    free(ends.data);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS,
      "decode(lines, field_types) -> (kinds, strict, other): see schemas/plain_lines.c."},
+    {"decode_spans", decode_spans, METH_VARARGS,
+     "decode_spans(raws, which, starts, ends, field_types) -> as decode."},
+    {"line_ends", line_ends, METH_VARARGS, "line_ends(raw) -> int64 ends of raw's lines."},
     {NULL, NULL, 0, NULL},
 };
 

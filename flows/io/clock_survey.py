@@ -21,7 +21,7 @@ escapes is left as it is.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,7 +63,7 @@ class NodeClocks:
         every node where the survey saw fewer (a capture of one node can only follow it)."""
         return max(1, min(3, self.nodes_seen))
 
-    def restamp(self, lines: list[str], raw: bytes) -> tuple[list[str], bytes]:
+    def restamp(self, lines: Sequence[str], raw: bytes) -> tuple[Sequence[str], bytes]:
         """A piece (``lines`` and ``raw``, their bytes: see :func:`schemas.line_file.data_pieces`)
         with the stamps of the off nodes' lines corrected."""
         places = self._places(raw) if self.offsets else []

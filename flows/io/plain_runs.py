@@ -18,6 +18,7 @@ integer stamps compare with as they compare with the float bounds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
@@ -45,7 +46,7 @@ class PlainRuns:
         self.stamps = np.empty(0, np.int64)
         self.windows: np.ndarray | None = None
 
-    def read(self, lines: list[str], raw: bytes) -> None:
+    def read(self, lines: Sequence[str], raw: bytes) -> None:
         """Takes the next piece: ``lines``, and ``raw``, their bytes (see
         :func:`schemas.line_file.data_pieces`)."""
         piece = PieceLines.of(lines, raw)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from reflex_localize.flows.io.clock_survey import Node, NodeClocks, clock_node, 
 from reflex_localize.flows.io.plain_runs import PlainRuns
 from reflex_localize.flows.io.shared_windows import SharedWindows, split_by_shard
 from reflex_localize.flows.io.stream_clock import StampCheck, median_start
+from reflex_localize.flows.io.window_lines import WindowLines
 from reflex_localize.flows.messages import ErrorRecord, WindowBatch, shard_of
 from reflex_localize.flows.signals.derive import factorize
 from reflex_localize.schemas.codec import MAX_LINE_CHARS, Point, PointError
@@ -355,12 +356,15 @@ class LineProtocolSource(WindowedSource):
 
     def _pieces(
         self, replay: _Replay, span: ByteRange | None, held: list[tuple[int, str, int]]
-    ) -> Iterator[tuple[int, list[str], bytes]]:
+    ) -> Iterator[tuple[int, Sequence[str], bytes]]:
         """The pieces of the pass: the whole file, or a byte range's with, for their time only,
         the lines before it that set the clock and, while a line of its own is held far ahead,
-        the lines after it that decide that line's fate."""
+        the lines after it that decide that line's fate. A piece's lines are read as str only
+        where asked for (:class:`~schemas.line_file.PieceText`)."""
         if span is None:
-            yield from data_pieces(self.path, self.piece_chars, on_long_line=replay.refuse_long)
+            yield from data_pieces(
+                self.path, self.piece_chars, on_long_line=replay.refuse_long, lazy=True
+            )
             return
         read = 0  # lines read so far
         for region, (begin, end) in enumerate(span.regions()):
@@ -377,7 +381,7 @@ class LineProtocolSource(WindowedSource):
                 replay.refuse_long(offset + number, length)
 
             for before, lines, raw in data_pieces(
-                self.path, self.piece_chars, on_long_line=refuse_long, span=(begin, end)
+                self.path, self.piece_chars, on_long_line=refuse_long, span=(begin, end), lazy=True
             ):
                 if region == 2 and not any(replay.owned(number) for number, _, _ in held):
                     return
@@ -557,7 +561,9 @@ class _Replay:
         pending.add_line(number, line, stamp, counted)
         return True
 
-    def queue_run(self, before: int, lines: list[str], runs: PlainRuns, at: int, end: int) -> None:
+    def queue_run(
+        self, before: int, lines: Sequence[str], runs: PlainRuns, at: int, end: int
+    ) -> None:
         """Takes lines ``at:end`` of a piece (``before`` lines came before it), a run that
         :class:`~flows.plain_runs.PlainRuns` found: as :meth:`queue` takes each of them."""
         windows, stamps = runs.windows[at:end], runs.stamps[at:end]  # type: ignore[index]
@@ -570,31 +576,37 @@ class _Replay:
                     held.earlier.extend((before + at + 1 + row, lines[at + row], int(stamps[row]))
                                         for row in chosen)  # fmt: skip
         elif self.mine is not None:
-            self._queue_mine(before + at, lines[at:end], windows, stamps)
+            self._queue_mine(before, lines, at, end, windows, stamps)
         elif windows[-1] == first and (windows == first).all():
             held = self.open(first)
             held.numbers.extend(range(before + at + 1, before + end + 1))
-            held.lines.extend(lines[at:end])
+            held.lines.extend_run(lines, at, end)
             held.stamps.extend(stamps.tolist())
         else:
             for window in np.unique(windows).tolist():
-                self._file(self.open(window), before + at, lines[at:end], stamps, windows == window)
+                self._file(self.open(window), before, lines, at, stamps, windows == window)
 
     def _queue_mine(
-        self, before: int, lines: list[str], windows: np.ndarray, stamps: np.ndarray
+        self,
+        before: int,
+        lines: Sequence[str],
+        at: int,
+        end: int,
+        windows: np.ndarray,
+        stamps: np.ndarray,
     ) -> None:
         """A run of a pass for some shards: each line's node read off its tags (as
         :meth:`_counted` reads it), another process's lines left (their windows opened all the
         same), lines of no readable node kept, their rejects counted by shard 0's process."""
-        owner = self._owners_of(lines)
+        owner = self._owners_of(lines[at:end])
         shared = owner < 0
         kept = shared | np.isin(owner, list(self.mine or ()))
         uncounted = None if self.counts_shared else shared
         for window in np.unique(windows).tolist():
-            self._file(self.open(window), before, lines, stamps, kept & (windows == window),
+            self._file(self.open(window), before, lines, at, stamps, kept & (windows == window),
                        uncounted)  # fmt: skip
 
-    def _owners_of(self, lines: list[str]) -> np.ndarray:
+    def _owners_of(self, lines: Sequence[str]) -> np.ndarray:
         """Each line's :func:`line_owner`, remembered by head (the text before the first space,
         all that it reads): a capture repeats the heads of its series window after window."""
         heads, n_shards, owners = self.owner_by_head, self.source.n_shards, self.owners
@@ -617,19 +629,20 @@ class _Replay:
     def _file(
         held: _OpenWindow,
         before: int,
-        lines: list[str],
+        lines: Sequence[str],
+        at: int,
         stamps: np.ndarray,
         chosen: np.ndarray,
         uncounted: np.ndarray | None = None,
     ) -> None:
-        """Adds the ``chosen`` lines of a run (``before`` lines came before it) to ``held``,
-        in order; those also ``uncounted`` have their rejects counted by another process."""
+        """Adds the ``chosen`` lines of a run (lines ``at:`` of a piece that ``before`` lines
+        came before), in order; those also ``uncounted`` have their rejects counted by another
+        process."""
         rows = np.flatnonzero(chosen)
         if uncounted is not None:
             held.uncounted.update((len(held.lines) + np.flatnonzero(uncounted[rows])).tolist())
-        rows_list = rows.tolist()
-        held.numbers.extend(before + 1 + row for row in rows_list)
-        held.lines.extend(lines[row] for row in rows_list)
+        held.numbers.extend(before + at + 1 + row for row in rows.tolist())
+        held.lines.extend_rows(lines, at + rows)
         held.stamps.extend(stamps[rows].tolist())
 
     def open(self, window: int) -> _OpenWindow:
@@ -706,7 +719,7 @@ class _OpenWindow:
     before it."""
 
     numbers: list[int] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)
+    lines: WindowLines = field(default_factory=WindowLines)  # spans of pieces, mostly
     stamps: list[int] = field(default_factory=list)
     uncounted: set[int] = field(default_factory=set)  # lines whose rejects another shard counts
     points: list[tuple[int, Point]] = field(default_factory=list)
@@ -743,7 +756,7 @@ class _OpenWindow:
             return 0
         n = len(shadows)
         self.numbers[:0] = [number for number, _, _ in shadows]
-        self.lines[:0] = [line for _, line, _ in shadows]
+        self.lines.prepend([line for _, line, _ in shadows])
         self.stamps[:0] = [stamp for _, _, stamp in shadows]
         self.uncounted = set(range(n)) | {position + n for position in self.uncounted}
         self.points = [(taken + n, point) for taken, point in self.points]
