@@ -61,10 +61,14 @@ class StepRegression(FieldsFilledOnRestore):
     def update(self, step_time: float) -> bool:
         if not step_time > 0:
             return False
-        z = self.deviation(step_time)
+        # The log taken once, z as deviation() gives it: every rank's ratio comes through
+        # here every step (flows/judge/rank_drift.py), so the calls add up.
+        log_step = math.log(step_time)
+        z = 0.0
         if self.count >= self.warmup:
+            z = (log_step - self.mean) / max(math.sqrt(self.var), self.floor)
             increment = min(z - self.slack, self.max_increment)
-            pause = math.log(step_time) - self.mean >= PAUSE_LOG
+            pause = log_step - self.mean >= PAUSE_LOG
             if pause and not self.pausing and self.pending == 0.0:
                 self.pending = increment
                 return False
@@ -72,7 +76,7 @@ class StepRegression(FieldsFilledOnRestore):
             held, self.pending = (self.pending if pause else 0.0), 0.0
             self.cusum = max(0.0, self.cusum + held + increment)
         if abs(z) < 3.0:
-            self._learn(math.log(step_time))
+            self._learn(log_step)
         return self.cusum > self.threshold
 
     def _learn(self, x: float) -> None:
