@@ -171,25 +171,55 @@ def peer_deviation(
     if not len(values):
         return out
     names, inverse = factorize(groups)
-    for g in range(len(names)):
-        rows = np.flatnonzero(inverse == g)
-        if len(rows) < min_peers:
-            continue
-        block = values[rows]
-        pooled = None if pooled_scale is None else pooled_scale[rows]
-        pooled_median: np.ndarray | None
-        if pooled is not None and pooled.dtype == block.dtype and pooled.ndim == block.ndim:
-            # One sort for both medians (column by column, so each is what it was alone)
-            both = nan_median(np.hstack((block, pooled)))
-            center, pooled_median = both[: block.shape[1]], both[block.shape[1] :]
-        else:
-            center = nan_median(block)
-            pooled_median = None if pooled is None else nan_median(pooled)
-        spread = np.fmax(MAD_TO_SIGMA * nan_median(np.abs(block - center)), floors)
-        if pooled_median is not None:
-            spread = np.fmax(spread, pooled_median)
-        out[rows] = (block - center) / spread
+    sizes = np.bincount(inverse, minlength=len(names))
+    rows = np.flatnonzero(sizes[inverse] >= min_peers)
+    if not len(rows):
+        return out
+    # Every group's medians in one sort, not two small sorts per group (a dozen groups a
+    # window, each sort's numpy overhead more than its work): see _group_medians. A median
+    # is a pick from its column's sorted values, the same floats whichever sort ordered them
+    # (zeros of both signs aside: the flow's values, bincount sums and spreads, hold no -0.0).
+    which, slot = inverse[rows], _slots(inverse)[rows]
+    width = int(sizes[which].max())
+
+    def medians(block: np.ndarray) -> np.ndarray:
+        return _group_medians(block, which, slot, len(names), width)[which]
+
+    block = values[rows]
+    center = medians(block)
+    spread = np.fmax(MAD_TO_SIGMA * medians(np.abs(block - center)), floors)
+    if pooled_scale is not None:
+        spread = np.fmax(spread, medians(pooled_scale[rows]))
+    out[rows] = (block - center) / spread
     return out
+
+
+def _slots(inverse: np.ndarray) -> np.ndarray:
+    """Each row's place among the rows of its group (0, 1, ... in row order)."""
+    order = np.argsort(inverse, kind="stable")
+    sizes = np.bincount(inverse)
+    slot = np.empty(len(inverse), dtype=np.int64)
+    slot[order] = np.arange(len(inverse)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return slot
+
+
+def _group_medians(
+    block: np.ndarray, which: np.ndarray, slot: np.ndarray, n_groups: int, width: int
+) -> np.ndarray:
+    """:func:`nan_median` of each group's rows of ``block`` (row i is in group ``which[i]``, at
+    ``slot[i]``), as a (group, column) array. The groups are laid side by side and padded with
+    NaN, which sorts last and is not counted: each column's values sort to the order they
+    have alone, and the median takes the same one or two of them."""
+    padded = np.full((n_groups, width, block.shape[1]), np.nan, dtype=block.dtype)
+    padded[which, slot] = block
+    ordered = np.sort(padded, axis=1)
+    count = (~np.isnan(padded)).sum(axis=1)
+    low = np.maximum((count - 1) // 2, 0)[:, None, :]
+    high = (count // 2)[:, None, :]
+    with np.errstate(invalid="ignore"):
+        pair = np.take_along_axis(ordered, low, axis=1) + np.take_along_axis(ordered, high, axis=1)
+        median = pair[:, 0, :] / 2
+    return np.where(count > 0, median, np.nan)
 
 
 def nan_median(block: np.ndarray) -> np.ndarray:
