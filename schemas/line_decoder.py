@@ -64,6 +64,9 @@ class DecodedBlock:
     frames: list[Frame] = field(default_factory=list)
     positions: list[np.ndarray] = field(default_factory=list)
     rejects: list[tuple[int, Exception]] = field(default_factory=list)
+    # Per frame: True where the decoder found that no two rows share their tags and stamp (a
+    # replay then need not look for repeated lines); False where it did not look.
+    unrepeated: list[bool] = field(default_factory=list)
 
 
 @dataclass
@@ -73,6 +76,7 @@ class FramePart:
     key: Key
     positions: np.ndarray
     frame: Frame
+    repeats: bool | None = None  # whether two rows share tags and stamp; None: not looked at
 
     @classmethod
     def of(cls, frame: Frame, positions: np.ndarray) -> FramePart:
@@ -105,7 +109,20 @@ def decode_block(
             block.rejects.append((position, error))
     parts += points_parts(strict_points, schema)
     block.frames, block.positions = assemble(parts)
+    block.unrepeated = _unrepeated(parts, block.frames)
     return block
+
+
+def _unrepeated(parts: list[FramePart], frames: list[Frame]) -> list[bool]:
+    """Per frame, whether it is one part that was found to repeat no row."""
+    by_key: dict[Key, list[FramePart]] = {}
+    for part in parts:
+        by_key.setdefault(part.key, []).append(part)
+    found = []
+    for frame in frames:
+        members = by_key[(frame.measurement, tuple(frame.tags), tuple(frame.fields))]
+        found.append(len(members) == 1 and members[0].repeats is False)
+    return found
 
 
 def _compiled_parts(
@@ -114,7 +131,7 @@ def _compiled_parts(
     """The compiled path's parts of the plain lines and the numpy path's of the others; the
     positions left to the strict decoder. (It reads each line's stamp itself, as its digits.)"""
     found, strict_at, other = compiled_parts(lines, schema, carry_tags)
-    parts = [FramePart(key, positions, frame) for key, positions, frame in found]
+    parts = [FramePart(key, positions, frame, repeats) for key, positions, frame, repeats in found]
     strict = set(strict_at.tolist())
     if len(other):
         others = other.tolist()

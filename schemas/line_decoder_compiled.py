@@ -44,9 +44,10 @@ class HeldAsSpans(Protocol):
 
 def compiled_parts(
     lines: Sequence[str], schema: Schema, carry_tags: bool
-) -> tuple[list[tuple[Key, np.ndarray, Frame]], np.ndarray, np.ndarray]:
-    """``(parts, strict, other)``: a (key, line positions, frame) per kind read; the positions
-    of plain lines for the strict decoder; those of lines that are not plain."""
+) -> tuple[list[tuple[Key, np.ndarray, Frame, bool]], np.ndarray, np.ndarray]:
+    """``(parts, strict, other)``: a (key, line positions, frame, whether two rows share tags
+    and stamp) per kind read; the positions of plain lines for the strict decoder; those of
+    lines that are not plain."""
     assert plain_lines is not None
     asked: dict[tuple[tuple[str, ...], int], bytes | None] = {}
 
@@ -62,7 +63,7 @@ def compiled_parts(
         read = plain_lines.decode(lines if isinstance(lines, list) else list(lines), field_types)
     kinds, strict, other = read
     parts = []
-    for names, tags, rows, times, tag_columns, field_columns in kinds:
+    for names, tags, rows, times, tag_columns, field_columns, repeats in kinds:
         spec = schema.measurements[names[0]]
         tag_names, field_names = names[1 : 1 + tags], names[1 + tags :]
         frame = Frame(
@@ -73,7 +74,8 @@ def compiled_parts(
             {name: np.frombuffer(column, _DTYPES[spec.fields[name].type])
              for name, column in zip(field_names, field_columns, strict=True)},
         )  # fmt: skip
-        parts.append(((spec.name, tag_names, field_names), np.frombuffer(rows, np.int64), frame))
+        key = (spec.name, tag_names, field_names)
+        parts.append((key, np.frombuffer(rows, np.int64), frame, repeats))
     return parts, np.frombuffer(strict, np.int64), np.frombuffer(other, np.int64)
 
 

@@ -241,6 +241,13 @@ class PieceLines:
         >>> PieceLines.of(lines, "\\n".join(lines).encode()).plain_stamps().tolist()
         [17, -1, -1, -1, 17, -1]
         """
+        if plain_lines is not None:  # the same reading, compiled: a pass over each stamp's bytes
+            starts, ends = (np.ascontiguousarray(a, np.int64) for a in (self.starts, self.ends))
+            return np.frombuffer(plain_lines.plain_stamps(self.raw, starts, ends), np.int64)
+        return self.numpy_plain_stamps()
+
+    def numpy_plain_stamps(self) -> np.ndarray:
+        """:meth:`plain_stamps` read with numpy (where the compiled decoder is not built)."""
         if len(self.raw) < _STAMP_WINDOW:
             return self._stamps_one_by_one(np.full(len(self.lines), -1), range(len(self.lines)))
         matrix = byte_matrix(self.raw, np.maximum(self.ends - _STAMP_WINDOW, 0), _STAMP_WINDOW)

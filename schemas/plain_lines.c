@@ -5,11 +5,13 @@
  *   (kinds, strict, other):
  *   kinds:  for each kind of lines (same measurement, keys and separators) whose rows it
  *           read, in order of its first line:
- *           (names, tag_count, rows, times, [(codes, values) per tag], [column per field])
+ *           (names, tag_count, rows, times, [(codes, values) per tag], [column per field],
+ *            repeats)
  *           names: (measurement, tag keys..., field keys...) as str; rows: int64 line
  *           positions; times: int64; codes: int32 indices into values (one str per distinct
  *           value); a field column: float64, int64 or bool (one byte) values. Every buffer is
- *           a bytearray, so numpy views of it are writable.
+ *           a bytearray, so numpy views of it are writable. repeats: whether two rows share
+ *           every tag and their stamp.
  *   strict: int64 positions of plain lines it did not vouch for (the strict decoder's)
  *   other:  int64 positions of lines that are not plain (not printable ASCII, or holding a
  *           backslash or a quote): the numpy path reads those.
@@ -327,6 +329,36 @@ static PyObject *kind_names(const Kind *kind) {
     return names;
 }
 
+/* Whether two rows share every tag (by code) and their stamp: a line that repeats another, which
+ * the replay must count and drop. */
+static int repeats_a_row(const Buffer *codes, int tags, const int64_t *times, Py_ssize_t rows) {
+    Py_ssize_t size = 16;
+    while (size < 2 * rows) size *= 2;
+    Py_ssize_t *slots = malloc(sizeof(Py_ssize_t) * (size_t)size);
+    if (slots == NULL) return -1;
+    for (Py_ssize_t i = 0; i < size; i++) slots[i] = -1;
+    int found = 0;
+    for (Py_ssize_t r = 0; r < rows && !found; r++) {
+        uint64_t hash = (uint64_t)times[r] * 0x9E3779B97F4A7C15ULL;
+        for (int j = 0; j < tags; j++)
+            hash = (hash ^ (uint64_t)((const int32_t *)codes[j].data)[r]) * 1099511628211ULL;
+        Py_ssize_t at = (Py_ssize_t)((hash ^ (hash >> 29)) & (uint64_t)(size - 1));
+        for (; slots[at] >= 0; at = (at + 1) & (size - 1)) {
+            Py_ssize_t other = slots[at];
+            int same = times[other] == times[r];
+            for (int j = 0; same && j < tags; j++)
+                same = ((const int32_t *)codes[j].data)[other] == ((const int32_t *)codes[j].data)[r];
+            if (same) {
+                found = 1;
+                break;
+            }
+        }
+        slots[at] = r;
+    }
+    free(slots);
+    return found;
+}
+
 /* Reads a kind's rows: the columns of those it vouches for, the others added to strict. */
 static PyObject *read_kind(const Kind *kind, const char *const *texts, const char *types,
                            PyObject *names, Buffer *strict) {
@@ -405,8 +437,10 @@ static PyObject *read_kind(const Kind *kind, const char *const *texts, const cha
         if (column == NULL) goto done;
         PyList_SET_ITEM(field_list, j, column);
     }
-    result = Py_BuildValue("(OiNNOO)", names, tags, buffer_bytes(&good), buffer_bytes(&times),
-                           tag_list, field_list);
+    int repeats = repeats_a_row(codes, tags, (const int64_t *)times.data, good.size / 8);
+    if (repeats < 0) goto nomemory;
+    result = Py_BuildValue("(OiNNOOO)", names, tags, buffer_bytes(&good), buffer_bytes(&times),
+                           tag_list, field_list, repeats ? Py_True : Py_False);
     goto done;
 nomemory:
     PyErr_NoMemory();
@@ -500,6 +534,50 @@ static int file_line(Kinds *kinds, Buffer *strict, Buffer *other, Buffer *seps_b
     token[2 * values + 1] = (uint32_t)n;
     kind->tokens.size += 8 * (values + 1);
     return 0;
+}
+
+/* plain_stamps(raw, starts, ends): each line's stamp where it is plain, else -1 (as
+ * line_file.PieceLines.plain_stamps reads it): 1 to 19 ASCII digits that end the line, after
+ * a space or at the line's start, below 2**63, in a line that does not start with "#". */
+static PyObject *plain_stamps(PyObject *module, PyObject *args) {
+    Py_buffer raw, starts, ends;
+    if (!PyArg_ParseTuple(args, "y*y*y*:plain_stamps", &raw, &starts, &ends)) return NULL;
+    Py_ssize_t count = starts.len / 8;
+    const unsigned char *data = raw.buf;
+    const int64_t *start = starts.buf, *end = ends.buf;
+    PyObject *result = NULL;
+    if (ends.len != starts.len) {
+        PyErr_SetString(PyExc_ValueError, "plain_stamps: starts and ends differ in length");
+        goto done;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, 8 * count);
+    if (result == NULL) goto done;
+    int64_t *stamps = (int64_t *)PyByteArray_AS_STRING(result);
+    for (Py_ssize_t p = 0; p < count; p++) {
+        int64_t first = start[p], at = end[p];
+        stamps[p] = -1;
+        if (first < 0 || first > at || at > raw.len) {
+            Py_CLEAR(result);
+            PyErr_SetString(PyExc_ValueError, "plain_stamps: a line outside the bytes");
+            goto done;
+        }
+        uint64_t value = 0, scale = 1;
+        int digits = 0;
+        while (at > first && data[at - 1] >= '0' && data[at - 1] <= '9' && digits < 20) {
+            at--;
+            if (digits < 19) value += (uint64_t)(data[at] - '0') * scale;
+            scale *= 10;
+            digits++;
+        }
+        if (digits == 0 || digits > 19 || (at > first && data[at - 1] != ' ')) continue;
+        if (data[first] == '#' || value >= (1ULL << 63)) continue;
+        stamps[p] = (int64_t)value;
+    }
+done:
+    PyBuffer_Release(&raw);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    return result;
 }
 
 /* The lines' kinds read (texts[p], lengths[p] long; NULL: a str that is not ASCII). */
@@ -662,6 +740,8 @@ static PyMethodDef methods[] = {
     {"decode_spans", decode_spans, METH_VARARGS,
      "decode_spans(raws, which, starts, ends, field_types) -> as decode."},
     {"line_ends", line_ends, METH_VARARGS, "line_ends(raw) -> int64 ends of raw's lines."},
+    {"plain_stamps", plain_stamps, METH_VARARGS,
+     "plain_stamps(raw, starts, ends) -> int64 stamp of each line, -1 where not plain."},
     {NULL, NULL, 0, NULL},
 };
 

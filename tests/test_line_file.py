@@ -10,8 +10,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from reflex_localize.schemas.codec import Point, PointError, decode, encode
+from reflex_localize.schemas.line_decoder_compiled import compiled_available
 from reflex_localize.schemas.line_file import (
     PieceLines,
+    PieceText,
     data_lines,
     data_pieces,
     is_data,
@@ -124,13 +126,14 @@ def test_pieces_are_the_lines_text_mode_reads_and_their_bytes(
     with path.open(errors="replace", encoding="utf-8") as handle:
         text = handle.read()
     expected = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
-    read: list[str] = []
-    for before, lines, raw in data_pieces(path, piece):
-        assert before == len(read)
-        assert raw.split(b"\n") == [line.encode() for line in lines] or not raw.isascii()
-        assert raw.count(b"\n") == len(lines) - 1
-        read += lines
-    assert read == expected
+    for lazy in (False, True):  # lazy: pieces read as str line by line when asked (PieceText)
+        read: list[str] = []
+        for before, lines, raw in data_pieces(path, piece, lazy=lazy):
+            assert before == len(read)
+            assert raw.split(b"\n") == [line.encode() for line in lines] or not raw.isascii()
+            assert raw.count(b"\n") == len(lines) - 1
+            read += lines
+        assert read == expected
 
 
 @given(parts=_HOSTILE_BYTES)
@@ -141,11 +144,14 @@ def test_a_piece_reads_stamps_and_heads_as_each_line_does(parts: list[bytes]) ->
     raw = b"".join(parts).replace(b"\r", b"")
     lines = raw.decode("utf-8", "replace").split("\n")
     piece = PieceLines.of(lines, raw)
-    for line, stamp in zip(lines, piece.plain_stamps().tolist(), strict=True):
-        word = line.rpartition(" ")[2]
-        plain = is_data(line) and word.isascii() and word.isdigit()
-        expected = line_stamp(line) if plain else None
-        assert stamp == (-1 if expected is None else expected), line
+    assert compiled_available()  # so that both readings are checked
+    lazy = PieceLines.of(PieceText.of(raw), raw)
+    for stamps in (piece.plain_stamps(), piece.numpy_plain_stamps(), lazy.plain_stamps()):
+        for line, stamp in zip(lines, stamps.tolist(), strict=True):
+            word = line.rpartition(" ")[2]
+            plain = is_data(line) and word.isascii() and word.isdigit()
+            expected = line_stamp(line) if plain else None
+            assert stamp == (-1 if expected is None else expected), line
     names = {"nvidia_smi", "m", "7", "#", "nvidia_smi_longer"}
     for line, found in zip(lines, piece.measured_as(names).tolist(), strict=True):
         assert found == (line.partition(",")[0].partition(" ")[0] in names), line

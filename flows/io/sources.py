@@ -667,8 +667,10 @@ class _Replay:
                 self.reject(code, f"line {self.line(held.numbers[position])}: {error}")
         # Line i sorts at 2i + 1, a point taken after b lines at 2b: the order they came in.
         parts = points_parts([(2 * b, point) for b, point in held.points], load_schema())
-        for frame, positions in zip(block.frames, block.positions, strict=True):
-            keep = self._placeable(frame, positions, held, stamps[positions])
+        for frame, positions, unrepeated in zip(
+            block.frames, block.positions, block.unrepeated, strict=True
+        ):
+            keep = self._placeable(frame, positions, held, stamps[positions], unrepeated)
             keep &= positions >= shadows  # an earlier range's line: that range has it
             if keep.all():
                 parts.append(FramePart.of(frame, 2 * positions + 1))
@@ -677,10 +679,16 @@ class _Replay:
         return assemble(parts)[0]
 
     def _placeable(
-        self, frame: Frame, positions: np.ndarray, held: _OpenWindow, stamps: np.ndarray
+        self,
+        frame: Frame,
+        positions: np.ndarray,
+        held: _OpenWindow,
+        stamps: np.ndarray,
+        unrepeated: bool = False,
     ) -> np.ndarray:
         """Rows of a block's frame that are neither stamped otherwise than their line's plain
-        digits nor a repeat of an earlier row of the same series; those are counted."""
+        digits nor a repeat of an earlier row of the same series; those are counted.
+        ``unrepeated``: the decoder found no two rows that share tags and stamp."""
         keep = frame.time_ns == stamps
         for row in np.flatnonzero(~keep).tolist():
             position = int(positions[row])
@@ -688,7 +696,7 @@ class _Replay:
                 stamp = held.lines[position].rsplit(" ", 1)[-1]
                 where = f"line {self.line(held.numbers[position])}: {stamp}"
                 self.reject("timestamp_not_plain_ns", where)
-        if not _repeats_a_row(frame):
+        if unrepeated or not _repeats_a_row(frame):
             return keep  # no two rows share tags and stamp: no line repeats another
         seen: set[tuple[str, int]] = set()
         for row, position in enumerate(positions.tolist()):
