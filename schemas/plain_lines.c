@@ -580,6 +580,87 @@ done:
     return result;
 }
 
+/* line_heads(raw, starts, ends) -> (codes, heads): each line's head (its bytes up to and
+ * with its first space; the whole line if it has none) as an int32 code into heads, a list of
+ * the distinct heads as bytes in order of first sight. A capture repeats its series' heads
+ * window after window, so a reader of heads (a node tag, a measurement) reads each once. */
+static PyObject *line_heads(PyObject *module, PyObject *args) {
+    Py_buffer raw, starts, ends;
+    if (!PyArg_ParseTuple(args, "y*y*y*:line_heads", &raw, &starts, &ends)) return NULL;
+    Py_ssize_t count = starts.len / 8;
+    const char *data = raw.buf;
+    const int64_t *start = starts.buf, *end = ends.buf;
+    PyObject *result = NULL, *codes = NULL, *heads = NULL;
+    Py_ssize_t size = 64, distinct = 0;
+    Py_ssize_t *slots = NULL;
+    uint64_t *hashes = NULL;
+    const char **spelt = NULL;
+    Py_ssize_t *lengths = NULL;
+    if (ends.len != starts.len) {
+        PyErr_SetString(PyExc_ValueError, "line_heads: starts and ends differ in length");
+        goto done;
+    }
+    while (size < 2 * count) size *= 2;
+    slots = malloc(sizeof(Py_ssize_t) * (size_t)size);
+    hashes = malloc(sizeof(uint64_t) * (size_t)(count + 1));
+    spelt = malloc(sizeof(char *) * (size_t)(count + 1));
+    lengths = malloc(sizeof(Py_ssize_t) * (size_t)(count + 1));
+    codes = PyByteArray_FromStringAndSize(NULL, 4 * count);
+    heads = PyList_New(0);
+    if (!slots || !hashes || !spelt || !lengths) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (!codes || !heads) goto done;
+    for (Py_ssize_t i = 0; i < size; i++) slots[i] = -1;
+    int32_t *code_of = (int32_t *)PyByteArray_AS_STRING(codes);
+    for (Py_ssize_t p = 0; p < count; p++) {
+        if (start[p] < 0 || start[p] > end[p] || end[p] > raw.len) {
+            PyErr_SetString(PyExc_ValueError, "line_heads: a line outside the bytes");
+            goto done;
+        }
+        const char *s = data + start[p];
+        Py_ssize_t n = (Py_ssize_t)(end[p] - start[p]);
+        const char *space = memchr(s, ' ', (size_t)n);
+        if (space != NULL) n = space - s + 1;
+        uint64_t hash = fnv1a(s, n, 14695981039346656037ULL);
+        Py_ssize_t at = (Py_ssize_t)(hash & (uint64_t)(size - 1)), code = -1;
+        for (; slots[at] >= 0; at = (at + 1) & (size - 1)) {
+            Py_ssize_t other = slots[at];
+            if (hashes[other] == hash && lengths[other] == n && memcmp(spelt[other], s, n) == 0) {
+                code = other;
+                break;
+            }
+        }
+        if (code < 0) {
+            PyObject *head = PyBytes_FromStringAndSize(s, n);
+            if (head == NULL || PyList_Append(heads, head) < 0) {
+                Py_XDECREF(head);
+                goto done;
+            }
+            Py_DECREF(head);
+            code = distinct++;
+            hashes[code] = hash;
+            spelt[code] = s;
+            lengths[code] = n;
+            slots[at] = code;
+        }
+        code_of[p] = (int32_t)code;
+    }
+    result = PyTuple_Pack(2, codes, heads);
+done:
+    Py_XDECREF(codes);
+    Py_XDECREF(heads);
+    free(slots);
+    free(hashes);
+    free(spelt);
+    free(lengths);
+    PyBuffer_Release(&raw);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    return result;
+}
+
 /* The lines' kinds read (texts[p], lengths[p] long; NULL: a str that is not ASCII). */
 static PyObject *decode_texts(const char *const *texts, const Py_ssize_t *lengths,
                               Py_ssize_t count, PyObject *field_types) {
@@ -740,6 +821,8 @@ static PyMethodDef methods[] = {
     {"decode_spans", decode_spans, METH_VARARGS,
      "decode_spans(raws, which, starts, ends, field_types) -> as decode."},
     {"line_ends", line_ends, METH_VARARGS, "line_ends(raw) -> int64 ends of raw's lines."},
+    {"line_heads", line_heads, METH_VARARGS,
+     "line_heads(raw, starts, ends) -> (int32 code of each line's head, distinct heads)."},
     {"plain_stamps", plain_stamps, METH_VARARGS,
      "plain_stamps(raw, starts, ends) -> int64 stamp of each line, -1 where not plain."},
     {NULL, NULL, 0, NULL},

@@ -152,6 +152,11 @@ def test_a_piece_reads_stamps_and_heads_as_each_line_does(parts: list[bytes]) ->
             plain = is_data(line) and word.isascii() and word.isdigit()
             expected = line_stamp(line) if plain else None
             assert stamp == (-1 if expected is None else expected), line
+    for reading in (piece, lazy):
+        codes, heads = reading.heads()
+        assert len(set(heads)) == len(heads)
+        expected_heads = [line[: line.find(" ") + 1] if " " in line else line for line in lines]
+        assert [heads[code] for code in codes.tolist()] == expected_heads
     names = {"nvidia_smi", "m", "7", "#", "nvidia_smi_longer"}
     for line, found in zip(lines, piece.measured_as(names).tolist(), strict=True):
         assert found == (line.partition(",")[0].partition(" ")[0] in names), line

@@ -138,9 +138,13 @@ def survey_clocks(path: Path, survey_bytes: int, tolerance_s: float) -> NodeCloc
     by_head: dict[str, int] = {}
     nodes: list[np.ndarray] = []
     stamps: list[np.ndarray] = []
-    for _, lines, raw in data_pieces(path, 1 << 20, span=span):
-        piece_nodes = np.array([_node_index(line, by_head, index) for line in lines], np.int64)
-        piece_stamps = PieceLines.of(lines, raw).plain_stamps()
+    for _, lines, raw in data_pieces(path, 1 << 20, span=span, lazy=True):
+        piece = PieceLines.of(lines, raw)
+        # A node is read off a line's head alone, so once per distinct head.
+        codes, heads = piece.heads()
+        of_head = np.array([_node_index(head, by_head, index) for head in heads], np.int64)
+        piece_nodes = of_head[codes] if heads else np.zeros(len(codes), np.int64)
+        piece_stamps = piece.plain_stamps()
         keep = (piece_nodes >= 0) & (piece_stamps >= 0)
         nodes.append(piece_nodes[keep])
         stamps.append(piece_stamps[keep])
