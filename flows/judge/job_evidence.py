@@ -236,14 +236,20 @@ def _spread_single_node_groups(entities: np.ndarray, groups: np.ndarray) -> np.n
     one host, and with two data-parallel ranks per stage a stage holds two hosts, which no
     peer comparison can tell apart (a host whose disk is failing from the job's first step
     then had neither peers nor a history to differ from)."""
-    nodes = np.array([e.split("|", 1)[0] for e in entities.tolist()], dtype=object)
+    nodes = [e.split("|", 1)[0] for e in entities.tolist()]
     spread = groups.copy()
-    for group in np.unique(groups).tolist():
-        rows = groups == group
-        few = int(rows.sum()) < MIN_PEERS
-        if (few or len(np.unique(nodes[rows])) == 1) and len(np.unique(nodes)) > 1:
+    if len(set(nodes)) < 2:  # one node in all: no group has a peer outside it to gain
+        return spread
+    # Each group's rows and nodes in one pass (sets, not an np.unique of strings per group).
+    rows_of: dict[str, int] = {}
+    nodes_of: dict[str, set[str]] = {}
+    for group, node in zip(groups.tolist(), nodes, strict=True):
+        rows_of[group] = rows_of.get(group, 0) + 1
+        nodes_of.setdefault(group, set()).add(node)
+    for group, count in rows_of.items():
+        if count < MIN_PEERS or len(nodes_of[group]) == 1:
             component, _, profile = group.split("|")
-            spread[rows] = f"{component}|any|{profile}"
+            spread[groups == group] = f"{component}|any|{profile}"
     return spread
 
 
