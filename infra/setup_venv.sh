@@ -17,7 +17,7 @@ find_python() {
 
 stamp=".venv/.reflex-installed"
 # The stamp covers what the install builds from: the compiled decoder's source too.
-wanted="$(cat pyproject.toml setup.py schemas/plain_lines.c | sha256sum | cut -d' ' -f1)"
+wanted="$(cat pyproject.toml setup.py schemas/plain_*.[ch] | sha256sum | cut -d' ' -f1)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
   exit 0
 fi

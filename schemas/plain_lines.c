@@ -15,8 +15,10 @@
  *   strict: int64 positions of plain lines it did not vouch for (the strict decoder's)
  *   other:  int64 positions of lines that are not plain (not printable ASCII, or holding a
  *           backslash or a quote): the numpy path reads those.
- * field_types(names, tag_count) is asked once per kind: bytes with one type code per field
- * ("f" float, "i" int, "b" bool), or None when the strict decoder must read the kind's lines.
+ * field_types(names, tag_count) is asked once per kind, at its first line: bytes with one type
+ * code per field ("f" float, "i" int, "b" bool), or None when the strict decoder must read the
+ * kind's lines. A line's values are read as soon as it is cut, while its bytes are in the
+ * CPU's caches (read a kind at a time after the whole block, they had been evicted).
  *
  * It vouches for exactly the spellings the numpy path vouches for (line_decoder_values.py),
  * with the same values, and sends a row to the strict decoder on anything else, so both
@@ -26,155 +28,17 @@
  *   int    -?[0-9]{1,18}i;   bool  true | false;   time  [0-9]{1,19}, at most MAX_TIME_NS;
  *   tag    1 to 248 bytes.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
+#include "plain_common.h"
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
 
-#define SMALLEST_KIND 4                   /* line_decoder_tokens.SMALLEST_KIND */
 #define MAX_LINE_CHARS (1 << 20)          /* codec.MAX_LINE_CHARS */
 #define MOST_TAG_BYTES 248                /* line_decoder_values: PAD - 8 */
 #define MAX_TIME_NS 9223372036854775806ULL /* codec.MAX_TIME_NS: 2**63 - 2 */
 
 static const double POW10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
-
-/* Bytes that grow: rows, tokens and columns, appended to at the end. */
-typedef struct {
-    char *data;
-    Py_ssize_t size, capacity;
-} Buffer;
-
-static int buffer_reserve(Buffer *b, Py_ssize_t more) {
-    if (b->size + more <= b->capacity) return 0;
-    Py_ssize_t capacity = b->capacity ? b->capacity : 256;
-    while (capacity < b->size + more) capacity *= 2;
-    char *data = realloc(b->data, (size_t)capacity);
-    if (data == NULL) return -1;
-    b->data = data;
-    b->capacity = capacity;
-    return 0;
-}
-
-static inline int buffer_add(Buffer *b, const void *value, Py_ssize_t n) {
-    if (b->size + n > b->capacity && buffer_reserve(b, n) < 0) return -1;
-    memcpy(b->data + b->size, value, (size_t)n);
-    b->size += n;
-    return 0;
-}
-
-static PyObject *buffer_bytes(const Buffer *b) {
-    return PyByteArray_FromStringAndSize(b->data ? b->data : "", b->size);
-}
-
-/* A kind: its measurement and keys, and per row where each value token stands in its line.
- * Lines are m(,k=v)* k=v(,k=v)* t, so key j stands between separators 2j and 2j + 1 and its
- * value between 2j + 1 and 2j + 2: the counts of tags and fields and the keys are the kind. */
-typedef struct {
-    uint64_t hash; /* of the measurement, the counts and each key's length: checked by keys */
-    int tags, fields;
-    char *keys;        /* the measurement, then each key, one after another */
-    uint32_t *key_ends; /* where each of those ends in keys */
-    Buffer rows;       /* int64 line positions */
-    Buffer tokens;     /* uint32 (start, end) per value (tags, fields, time) per row */
-} Kind;
-
-typedef struct {
-    Kind *kinds;
-    Py_ssize_t count, capacity;
-    Py_ssize_t *table; /* open addressing by hash: an index into kinds, or -1 */
-    Py_ssize_t table_size;
-} Kinds;
-
-static uint64_t fnv1a(const char *s, Py_ssize_t n, uint64_t h) {
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-    return h;
-}
-
-static int kinds_grow_table(Kinds *k) {
-    Py_ssize_t size = k->table_size ? 2 * k->table_size : 64;
-    Py_ssize_t *table = malloc(sizeof(Py_ssize_t) * (size_t)size);
-    if (table == NULL) return -1;
-    for (Py_ssize_t i = 0; i < size; i++) table[i] = -1;
-    for (Py_ssize_t i = 0; i < k->count; i++) {
-        Py_ssize_t at = (Py_ssize_t)(k->kinds[i].hash & (uint64_t)(size - 1));
-        while (table[at] >= 0) at = (at + 1) & (size - 1);
-        table[at] = i;
-    }
-    free(k->table);
-    k->table = table;
-    k->table_size = size;
-    return 0;
-}
-
-/* Whether the line (separators at seps) has the kind's measurement and keys. */
-static int kind_matches(const Kind *kind, const char *s, const uint32_t *seps, int values) {
-    if (kind->tags + kind->fields != values) return 0;
-    if (kind->key_ends[0] != seps[0] || memcmp(kind->keys, s, seps[0]) != 0) return 0;
-    for (int j = 0; j < values; j++) {
-        uint32_t start = kind->key_ends[j], end = kind->key_ends[j + 1];
-        if (end - start != seps[2 * j + 1] - seps[2 * j] - 1 ||
-            memcmp(kind->keys + start, s + seps[2 * j] + 1, end - start) != 0)
-            return 0;
-    }
-    return 1;
-}
-
-/* The line's kind, made if new; NULL when out of memory. */
-static Kind *kinds_find(Kinds *k, const char *s, const uint32_t *seps, int tags, int values,
-                        uint64_t hash) {
-    if (2 * (k->count + 1) > k->table_size && kinds_grow_table(k) < 0) return NULL;
-    Py_ssize_t at = (Py_ssize_t)(hash & (uint64_t)(k->table_size - 1));
-    while (k->table[at] >= 0) {
-        Kind *kind = &k->kinds[k->table[at]];
-        if (kind->hash == hash && kind->tags == tags && kind_matches(kind, s, seps, values))
-            return kind;
-        at = (at + 1) & (k->table_size - 1);
-    }
-    if (k->count == k->capacity) {
-        Py_ssize_t capacity = k->capacity ? 2 * k->capacity : 16;
-        Kind *kinds = realloc(k->kinds, sizeof(Kind) * (size_t)capacity);
-        if (kinds == NULL) return NULL;
-        k->kinds = kinds;
-        k->capacity = capacity;
-    }
-    Kind *kind = &k->kinds[k->count];
-    memset(kind, 0, sizeof(Kind));
-    kind->keys = malloc((size_t)seps[2 * values - 1] + 1);
-    kind->key_ends = malloc(sizeof(uint32_t) * (size_t)(values + 1));
-    if (kind->keys == NULL || kind->key_ends == NULL) {
-        free(kind->keys);
-        free(kind->key_ends);
-        return NULL;
-    }
-    memcpy(kind->keys, s, seps[0]);
-    kind->key_ends[0] = seps[0];
-    for (int j = 0; j < values; j++) {
-        uint32_t length = seps[2 * j + 1] - seps[2 * j] - 1;
-        memcpy(kind->keys + kind->key_ends[j], s + seps[2 * j] + 1, length);
-        kind->key_ends[j + 1] = kind->key_ends[j] + length;
-    }
-    kind->hash = hash;
-    kind->tags = tags;
-    kind->fields = values - tags;
-    k->table[at] = k->count++;
-    return kind;
-}
-
-static void kinds_free(Kinds *k) {
-    for (Py_ssize_t i = 0; i < k->count; i++) {
-        free(k->kinds[i].keys);
-        free(k->kinds[i].key_ends);
-        free(k->kinds[i].rows.data);
-        free(k->kinds[i].tokens.data);
-    }
-    free(k->kinds);
-    free(k->table);
-}
 
 /* Per byte: 0 plain, 1 a separator (space, comma, equals sign), 2 a byte a plain line may not
  * hold (not printable ASCII, a backslash, a quote). */
@@ -259,60 +123,132 @@ static int read_time(const char *s, Py_ssize_t n, int64_t *out) {
 /* Distinct values of one tag column: each a code, and one str made per value. */
 typedef struct {
     Py_ssize_t *slots; /* code, or -1 */
-    uint64_t *hashes;
-    const char **spelt;
-    Py_ssize_t *lengths;
-    Py_ssize_t size, count;
-    PyObject *values; /* list of str, by code */
+    Py_ssize_t size;   /* of slots: a power of two */
+    Buffer found;      /* per code: its Spelt */
+    PyObject *values;  /* list of str, by code */
 } Interned;
 
-static int interned_init(Interned *t, Py_ssize_t rows) {
-    Py_ssize_t size = 16;
-    while (size < 2 * rows) size *= 2;
-    t->size = size;
-    t->count = 0;
-    t->slots = malloc(sizeof(Py_ssize_t) * (size_t)size);
-    t->hashes = malloc(sizeof(uint64_t) * (size_t)(rows + 1));
-    t->spelt = malloc(sizeof(char *) * (size_t)(rows + 1));
-    t->lengths = malloc(sizeof(Py_ssize_t) * (size_t)(rows + 1));
+typedef struct {
+    uint64_t hash;
+    const char *at;
+    Py_ssize_t length;
+} Spelt;
+
+static int interned_init(Interned *t) {
+    t->size = 64;
+    t->slots = malloc(sizeof(Py_ssize_t) * (size_t)t->size);
     t->values = PyList_New(0);
-    if (!t->slots || !t->hashes || !t->spelt || !t->lengths || !t->values) return -1;
-    for (Py_ssize_t i = 0; i < size; i++) t->slots[i] = -1;
+    if (t->slots == NULL || t->values == NULL) return -1;
+    for (Py_ssize_t i = 0; i < t->size; i++) t->slots[i] = -1;
     return 0;
 }
 
 static void interned_free(Interned *t) {
     free(t->slots);
-    free(t->hashes);
-    free(t->spelt);
-    free(t->lengths);
+    free(t->found.data);
     Py_XDECREF(t->values);
 }
 
-static Py_ssize_t interned_code(Interned *t, const char *s, Py_ssize_t n) {
-    uint64_t hash = fnv1a(s, n, 14695981039346656037ULL);
-    Py_ssize_t at = (Py_ssize_t)(hash & (uint64_t)(t->size - 1));
-    while (t->slots[at] >= 0) {
-        Py_ssize_t code = t->slots[at];
-        if (t->hashes[code] == hash && t->lengths[code] == n && memcmp(t->spelt[code], s, n) == 0)
-            return code;
-        at = (at + 1) & (t->size - 1);
+static int interned_grow(Interned *t) {
+    Py_ssize_t size = 2 * t->size;
+    Py_ssize_t *slots = malloc(sizeof(Py_ssize_t) * (size_t)size);
+    if (slots == NULL) return -1;
+    for (Py_ssize_t i = 0; i < size; i++) slots[i] = -1;
+    const Spelt *found = (const Spelt *)t->found.data;
+    Py_ssize_t count = t->found.size / (Py_ssize_t)sizeof(Spelt);
+    for (Py_ssize_t code = 0; code < count; code++) {
+        Py_ssize_t at = (Py_ssize_t)(found[code].hash & (uint64_t)(size - 1));
+        while (slots[at] >= 0) at = (at + 1) & (size - 1);
+        slots[at] = code;
     }
+    free(t->slots);
+    t->slots = slots;
+    t->size = size;
+    return 0;
+}
+
+/* The code of a value (its bytes stay where they are until the decoder returns); -1 on error. */
+static Py_ssize_t interned_code(Interned *t, const char *s, Py_ssize_t n) {
+    uint64_t hash = fnv1a(s, n, FNV_OFFSET);
+    Py_ssize_t at = (Py_ssize_t)(hash & (uint64_t)(t->size - 1));
+    const Spelt *found = (const Spelt *)t->found.data;
+    for (; t->slots[at] >= 0; at = (at + 1) & (t->size - 1)) {
+        const Spelt *other = &found[t->slots[at]];
+        if (other->hash == hash && other->length == n && memcmp(other->at, s, n) == 0)
+            return t->slots[at];
+    }
+    Py_ssize_t code = t->found.size / (Py_ssize_t)sizeof(Spelt);
+    Spelt spelt = {hash, s, n};
     PyObject *value = PyUnicode_FromStringAndSize(s, n);
-    if (value == NULL || PyList_Append(t->values, value) < 0) {
-        Py_XDECREF(value);
+    if (value == NULL) return -1;
+    if (PyList_Append(t->values, value) < 0 || buffer_add(&t->found, &spelt, sizeof(Spelt)) < 0) {
+        Py_DECREF(value);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
         return -1;
     }
     Py_DECREF(value);
-    Py_ssize_t code = t->count++;
-    t->hashes[code] = hash;
-    t->spelt[code] = s;
-    t->lengths[code] = n;
     t->slots[at] = code;
+    if (2 * (code + 1) > t->size && interned_grow(t) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
     return code;
 }
 
-/* The names of a kind: its measurement, then its keys. */
+/* A kind: its measurement and keys, and the values read of its lines. Lines are
+ * m(,k=v)* k=v(,k=v)* t, so key j stands between separators 2j and 2j + 1 and its value
+ * between 2j + 1 and 2j + 2: the counts of tags and fields and the keys are the kind. */
+typedef struct {
+    uint64_t hash; /* of the measurement, the counts and each key's length: checked by keys */
+    int tags, fields;
+    char *keys;         /* the measurement, then each key, one after another */
+    uint32_t *key_ends; /* where each of those ends in keys */
+    PyObject *names;    /* (measurement, keys...) as str */
+    char *types;        /* a type code per field; NULL: the strict decoder reads its lines */
+    Buffer rows, times; /* int64: the positions and stamps of the lines read */
+    Buffer *codes;      /* per tag: int32 codes into interned[j] */
+    Buffer *columns;    /* per field: float64, int64 or one-byte bool values */
+    Interned *interned; /* per tag */
+    unsigned char *row; /* a line's field values, until all of them read */
+    int32_t *row_codes; /* a line's tag codes, likewise */
+} Kind;
+
+typedef struct {
+    Kind *kinds;
+    Py_ssize_t count, capacity;
+    Py_ssize_t *table; /* open addressing by hash: an index into kinds, or -1 */
+    Py_ssize_t table_size;
+} Kinds;
+
+static int kinds_grow_table(Kinds *k) {
+    Py_ssize_t size = k->table_size ? 2 * k->table_size : 64;
+    Py_ssize_t *table = malloc(sizeof(Py_ssize_t) * (size_t)size);
+    if (table == NULL) return -1;
+    for (Py_ssize_t i = 0; i < size; i++) table[i] = -1;
+    for (Py_ssize_t i = 0; i < k->count; i++) {
+        Py_ssize_t at = (Py_ssize_t)(k->kinds[i].hash & (uint64_t)(size - 1));
+        while (table[at] >= 0) at = (at + 1) & (size - 1);
+        table[at] = i;
+    }
+    free(k->table);
+    k->table = table;
+    k->table_size = size;
+    return 0;
+}
+
+/* Whether the line (separators at seps) has the kind's measurement and keys. */
+static int kind_matches(const Kind *kind, const char *s, const uint32_t *seps, int values) {
+    if (kind->tags + kind->fields != values) return 0;
+    if (kind->key_ends[0] != seps[0] || memcmp(kind->keys, s, seps[0]) != 0) return 0;
+    for (int j = 0; j < values; j++) {
+        uint32_t start = kind->key_ends[j], end = kind->key_ends[j + 1];
+        if (end - start != seps[2 * j + 1] - seps[2 * j] - 1 ||
+            memcmp(kind->keys + start, s + seps[2 * j] + 1, end - start) != 0)
+            return 0;
+    }
+    return 1;
+}
+
 static PyObject *kind_names(const Kind *kind) {
     int count = 1 + kind->tags + kind->fields;
     PyObject *names = PyTuple_New(count);
@@ -329,10 +265,139 @@ static PyObject *kind_names(const Kind *kind) {
     return names;
 }
 
+/* Asks field_types of a new kind, and makes room for its values if it is to be read. */
+static int kind_start(Kind *kind, PyObject *field_types) {
+    kind->names = kind_names(kind);
+    if (kind->names == NULL) return -1;
+    PyObject *types = PyObject_CallFunction(field_types, "Oi", kind->names, kind->tags);
+    if (types == NULL) return -1;
+    int read = PyBytes_Check(types) && PyBytes_GET_SIZE(types) == kind->fields;
+    if (read) {
+        kind->types = malloc((size_t)kind->fields + 1);
+        kind->codes = calloc((size_t)kind->tags + 1, sizeof(Buffer));
+        kind->columns = calloc((size_t)kind->fields + 1, sizeof(Buffer));
+        kind->interned = calloc((size_t)kind->tags + 1, sizeof(Interned));
+        kind->row = malloc(8 * ((size_t)kind->fields + 1));
+        kind->row_codes = malloc(sizeof(int32_t) * ((size_t)kind->tags + 1));
+        if (kind->types) memcpy(kind->types, PyBytes_AS_STRING(types), (size_t)kind->fields);
+    }
+    Py_DECREF(types);
+    if (!read) return 0;
+    if (!kind->types || !kind->codes || !kind->columns || !kind->interned || !kind->row ||
+        !kind->row_codes) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int j = 0; j < kind->tags; j++)
+        if (interned_init(&kind->interned[j]) < 0) {
+            if (!PyErr_Occurred()) PyErr_NoMemory();
+            return -1;
+        }
+    return 0;
+}
+
+/* The line's kind, made (and started) if new; NULL on error. */
+static Kind *kinds_find(Kinds *k, const char *s, const uint32_t *seps, int tags, int values,
+                        uint64_t hash, PyObject *field_types) {
+    if (2 * (k->count + 1) > k->table_size && kinds_grow_table(k) < 0) return NULL;
+    Py_ssize_t at = (Py_ssize_t)(hash & (uint64_t)(k->table_size - 1));
+    while (k->table[at] >= 0) {
+        Kind *kind = &k->kinds[k->table[at]];
+        if (kind->hash == hash && kind->tags == tags && kind_matches(kind, s, seps, values))
+            return kind;
+        at = (at + 1) & (k->table_size - 1);
+    }
+    if (k->count == k->capacity) {
+        Py_ssize_t capacity = k->capacity ? 2 * k->capacity : 16;
+        Kind *kinds = realloc(k->kinds, sizeof(Kind) * (size_t)capacity);
+        if (kinds == NULL) return NULL;
+        k->kinds = kinds;
+        k->capacity = capacity;
+    }
+    Kind *kind = &k->kinds[k->count];
+    memset(kind, 0, sizeof(Kind));
+    kind->tags = tags;
+    kind->fields = values - tags;
+    kind->hash = hash;
+    kind->keys = malloc((size_t)seps[2 * values - 1] + 1);
+    kind->key_ends = malloc(sizeof(uint32_t) * (size_t)(values + 1));
+    k->table[at] = k->count++; /* counted now, so that kinds_free frees what it holds */
+    if (kind->keys == NULL || kind->key_ends == NULL) return NULL;
+    memcpy(kind->keys, s, seps[0]);
+    kind->key_ends[0] = seps[0];
+    for (int j = 0; j < values; j++) {
+        uint32_t length = seps[2 * j + 1] - seps[2 * j] - 1;
+        memcpy(kind->keys + kind->key_ends[j], s + seps[2 * j] + 1, length);
+        kind->key_ends[j + 1] = kind->key_ends[j] + length;
+    }
+    if (kind_start(kind, field_types) < 0) return NULL;
+    return kind;
+}
+
+static void kinds_free(Kinds *k) {
+    for (Py_ssize_t i = 0; i < k->count; i++) {
+        Kind *kind = &k->kinds[i];
+        free(kind->keys);
+        free(kind->key_ends);
+        Py_XDECREF(kind->names);
+        free(kind->rows.data);
+        free(kind->times.data);
+        for (int j = 0; kind->codes && j < kind->tags; j++) free(kind->codes[j].data);
+        for (int j = 0; kind->columns && j < kind->fields; j++) free(kind->columns[j].data);
+        for (int j = 0; kind->interned && j < kind->tags; j++) interned_free(&kind->interned[j]);
+        free(kind->types);
+        free(kind->codes);
+        free(kind->columns);
+        free(kind->interned);
+        free(kind->row);
+        free(kind->row_codes);
+    }
+    free(k->kinds);
+    free(k->table);
+}
+
+/* Reads a line of a kind that is read: 1 when its values are added, 0 when the fast path does
+ * not vouch for one of them (the strict decoder's line), -1 on error. */
+static int read_line(Kind *kind, const char *s, Py_ssize_t n, const uint32_t *seps, int count,
+                     int64_t position) {
+    int tags = kind->tags, fields = kind->fields;
+    for (int j = 0; j < fields; j++) {
+        uint32_t start = seps[2 * (tags + j) + 1] + 1, end = seps[2 * (tags + j) + 2];
+        unsigned char *value = kind->row + 8 * j;
+        const char *token = s + start;
+        Py_ssize_t length = (Py_ssize_t)(end - start);
+        int ok = kind->types[j] == 'f'   ? read_float(token, length, (double *)value)
+                 : kind->types[j] == 'i' ? read_int(token, length, (int64_t *)value)
+                                         : read_bool(token, length, value);
+        if (!ok) return 0;
+    }
+    int64_t time;
+    if (!read_time(s + seps[count - 1] + 1, n - seps[count - 1] - 1, &time)) return 0;
+    for (int j = 0; j < tags; j++) {
+        uint32_t start = seps[2 * j + 1] + 1, end = seps[2 * j + 2];
+        if (end <= start || end - start > MOST_TAG_BYTES) return 0;
+        Py_ssize_t code = interned_code(&kind->interned[j], s + start, (Py_ssize_t)(end - start));
+        if (code < 0) return -1;
+        kind->row_codes[j] = (int32_t)code;
+    }
+    if (buffer_add(&kind->rows, &position, 8) < 0 || buffer_add(&kind->times, &time, 8) < 0)
+        goto nomemory;
+    for (int j = 0; j < tags; j++)
+        if (buffer_add(&kind->codes[j], &kind->row_codes[j], 4) < 0) goto nomemory;
+    for (int j = 0; j < fields; j++)
+        if (buffer_add(&kind->columns[j], kind->row + 8 * j, kind->types[j] == 'b' ? 1 : 8) < 0)
+            goto nomemory;
+    return 1;
+nomemory:
+    PyErr_NoMemory();
+    return -1;
+}
+
 /* Whether two rows share every tag (by code) and their stamp: a line that repeats another, which
  * the replay must count and drop. */
-static int repeats_a_row(const Buffer *codes, int tags, const int64_t *times, Py_ssize_t rows) {
-    Py_ssize_t size = 16;
+static int repeats_a_row(const Kind *kind) {
+    Py_ssize_t rows = kind->rows.size / 8, size = 16;
+    const int64_t *times = (const int64_t *)kind->times.data;
     while (size < 2 * rows) size *= 2;
     Py_ssize_t *slots = malloc(sizeof(Py_ssize_t) * (size_t)size);
     if (slots == NULL) return -1;
@@ -340,14 +405,16 @@ static int repeats_a_row(const Buffer *codes, int tags, const int64_t *times, Py
     int found = 0;
     for (Py_ssize_t r = 0; r < rows && !found; r++) {
         uint64_t hash = (uint64_t)times[r] * 0x9E3779B97F4A7C15ULL;
-        for (int j = 0; j < tags; j++)
-            hash = (hash ^ (uint64_t)((const int32_t *)codes[j].data)[r]) * 1099511628211ULL;
+        for (int j = 0; j < kind->tags; j++)
+            hash = (hash ^ (uint64_t)((const int32_t *)kind->codes[j].data)[r]) * FNV_PRIME;
         Py_ssize_t at = (Py_ssize_t)((hash ^ (hash >> 29)) & (uint64_t)(size - 1));
         for (; slots[at] >= 0; at = (at + 1) & (size - 1)) {
             Py_ssize_t other = slots[at];
             int same = times[other] == times[r];
-            for (int j = 0; same && j < tags; j++)
-                same = ((const int32_t *)codes[j].data)[other] == ((const int32_t *)codes[j].data)[r];
+            for (int j = 0; same && j < kind->tags; j++) {
+                const int32_t *codes = (const int32_t *)kind->codes[j].data;
+                same = codes[other] == codes[r];
+            }
             if (same) {
                 found = 1;
                 break;
@@ -359,104 +426,29 @@ static int repeats_a_row(const Buffer *codes, int tags, const int64_t *times, Py
     return found;
 }
 
-/* Reads a kind's rows: the columns of those it vouches for, the others added to strict. */
-static PyObject *read_kind(const Kind *kind, const char *const *texts, const char *types,
-                           PyObject *names, Buffer *strict) {
-    Py_ssize_t rows = kind->rows.size / (Py_ssize_t)sizeof(int64_t);
-    int tags = kind->tags, fields = kind->fields, width = tags + fields + 1;
-    const int64_t *positions = (const int64_t *)kind->rows.data;
-    const uint32_t *tokens = (const uint32_t *)kind->tokens.data;
-    Buffer good = {0}, times = {0};
-    Buffer *codes = calloc((size_t)(tags + 1), sizeof(Buffer));
-    Buffer *columns = calloc((size_t)(fields + 1), sizeof(Buffer));
-    Interned *interned = calloc((size_t)(tags + 1), sizeof(Interned));
-    unsigned char *row_values = malloc((size_t)(8 * (fields + 1)));
-    int32_t *row_codes = malloc(sizeof(int32_t) * (size_t)(tags + 1));
-    PyObject *result = NULL, *tag_list = NULL, *field_list = NULL;
-    if (!codes || !columns || !interned || !row_values || !row_codes) goto nomemory;
-    for (int j = 0; j < tags; j++)
-        if (interned_init(&interned[j], rows) < 0 || buffer_reserve(&codes[j], 4 * rows) < 0)
-            goto nomemory;
-    for (int j = 0; j < fields; j++)
-        if (buffer_reserve(&columns[j], (types[j] == 'b' ? 1 : 8) * rows) < 0) goto nomemory;
-    if (buffer_reserve(&good, 8 * rows) < 0 || buffer_reserve(&times, 8 * rows) < 0)
-        goto nomemory;
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        const char *line = texts[positions[r]];
-        const uint32_t *at = tokens + 2 * (Py_ssize_t)width * r;
-        int ok = 1;
-        int64_t time = 0;
-        for (int j = 0; ok && j < fields; j++) {
-            const char *s = line + at[2 * (tags + j)];
-            Py_ssize_t n = (Py_ssize_t)at[2 * (tags + j) + 1] - at[2 * (tags + j)];
-            unsigned char *value = row_values + 8 * j;
-            if (types[j] == 'f') ok = read_float(s, n, (double *)value);
-            else if (types[j] == 'i') ok = read_int(s, n, (int64_t *)value);
-            else ok = read_bool(s, n, value);
-        }
-        if (ok) {
-            const uint32_t *t = at + 2 * (tags + fields);
-            ok = read_time(line + t[0], (Py_ssize_t)t[1] - t[0], &time);
-        }
-        for (int j = 0; ok && j < tags; j++) {
-            Py_ssize_t n = (Py_ssize_t)at[2 * j + 1] - at[2 * j];
-            if (n < 1 || n > MOST_TAG_BYTES) {
-                ok = 0;
-                break;
-            }
-            Py_ssize_t code = interned_code(&interned[j], line + at[2 * j], n);
-            if (code < 0) goto done;
-            row_codes[j] = (int32_t)code;
-        }
-        if (!ok) {
-            if (buffer_add(strict, &positions[r], 8) < 0) goto nomemory;
-            continue;
-        }
-        /* Room was reserved for every row. */
-        buffer_add(&good, &positions[r], 8);
-        buffer_add(&times, &time, 8);
-        for (int j = 0; j < tags; j++) buffer_add(&codes[j], &row_codes[j], 4);
-        for (int j = 0; j < fields; j++)
-            buffer_add(&columns[j], row_values + 8 * j, types[j] == 'b' ? 1 : 8);
-    }
-    if (good.size == 0) {
-        result = Py_None;
-        Py_INCREF(result);
-        goto done;
-    }
-    tag_list = PyList_New(tags);
-    field_list = PyList_New(fields);
-    if (!tag_list || !field_list) goto done;
-    for (int j = 0; j < tags; j++) {
-        PyObject *pair = Py_BuildValue("(NO)", buffer_bytes(&codes[j]), interned[j].values);
+/* A read kind's tuple (see the top of this file). */
+static PyObject *kind_result(const Kind *kind) {
+    int repeats = repeats_a_row(kind);
+    if (repeats < 0) return PyErr_NoMemory();
+    PyObject *tags = PyList_New(kind->tags), *fields = PyList_New(kind->fields), *result = NULL;
+    if (tags == NULL || fields == NULL) goto done;
+    for (int j = 0; j < kind->tags; j++) {
+        PyObject *pair = Py_BuildValue("(NO)", buffer_bytes(&kind->codes[j]),
+                                       kind->interned[j].values);
         if (pair == NULL) goto done;
-        PyList_SET_ITEM(tag_list, j, pair);
+        PyList_SET_ITEM(tags, j, pair);
     }
-    for (int j = 0; j < fields; j++) {
-        PyObject *column = buffer_bytes(&columns[j]);
+    for (int j = 0; j < kind->fields; j++) {
+        PyObject *column = buffer_bytes(&kind->columns[j]);
         if (column == NULL) goto done;
-        PyList_SET_ITEM(field_list, j, column);
+        PyList_SET_ITEM(fields, j, column);
     }
-    int repeats = repeats_a_row(codes, tags, (const int64_t *)times.data, good.size / 8);
-    if (repeats < 0) goto nomemory;
-    result = Py_BuildValue("(OiNNOOO)", names, tags, buffer_bytes(&good), buffer_bytes(&times),
-                           tag_list, field_list, repeats ? Py_True : Py_False);
-    goto done;
-nomemory:
-    PyErr_NoMemory();
+    result = Py_BuildValue("(OiNNOOO)", kind->names, kind->tags, buffer_bytes(&kind->rows),
+                           buffer_bytes(&kind->times), tags, fields,
+                           repeats ? Py_True : Py_False);
 done:
-    Py_XDECREF(tag_list);
-    Py_XDECREF(field_list);
-    free(good.data);
-    free(times.data);
-    for (int j = 0; codes && j < tags; j++) free(codes[j].data);
-    for (int j = 0; columns && j < fields; j++) free(columns[j].data);
-    for (int j = 0; interned && j < tags; j++) interned_free(&interned[j]);
-    free(codes);
-    free(columns);
-    free(interned);
-    free(row_values);
-    free(row_codes);
+    Py_XDECREF(tags);
+    Py_XDECREF(fields);
     return result;
 }
 
@@ -502,222 +494,80 @@ static Py_ssize_t find_separators(const char *s, Py_ssize_t n, uint32_t *seps, c
     return odd ? -1 : count;
 }
 
-/* Files a line in its kind, its position in strict (plain but not of the form, or too long)
- * or in other (not plain). */
-static int file_line(Kinds *kinds, Buffer *strict, Buffer *other, Buffer *seps_buffer,
-                     Buffer *codes_buffer, const char *s, Py_ssize_t n, int64_t position) {
-    if (buffer_reserve(seps_buffer, 4 * (n + 1)) < 0 || buffer_reserve(codes_buffer, n + 1) < 0)
-        return -1;
-    uint32_t *seps = (uint32_t *)seps_buffer->data;
-    char *codes = codes_buffer->data;
-    Py_ssize_t found = find_separators(s, n, seps, codes);
-    if (found < 0) return buffer_add(other, &position, 8);
-    if (n > MAX_LINE_CHARS) return buffer_add(strict, &position, 8);
-    int count = (int)found;
-    int tags = line_form(codes, seps, count);
-    if (tags < 0) return buffer_add(strict, &position, 8);
-    int values = count / 2; /* keys, each with its value; the time after the last separator */
-    uint64_t hash = fnv1a(s, seps[0], 14695981039346656037ULL);
-    hash = (hash ^ (uint64_t)tags) * 1099511628211ULL;
-    for (int j = 0; j < values; j++)
-        hash = (hash ^ (seps[2 * j + 1] - seps[2 * j])) * 1099511628211ULL;
-    Kind *kind = kinds_find(kinds, s, seps, tags, values, hash);
-    if (kind == NULL || buffer_add(&kind->rows, &position, 8) < 0 ||
-        buffer_reserve(&kind->tokens, 8 * (values + 1)) < 0)
-        return -1;
-    uint32_t *token = (uint32_t *)(kind->tokens.data + kind->tokens.size);
-    for (int j = 0; j < values; j++) {
-        token[2 * j] = seps[2 * j + 1] + 1;
-        token[2 * j + 1] = seps[2 * j + 2];
-    }
-    token[2 * values] = seps[count - 1] + 1;
-    token[2 * values + 1] = (uint32_t)n;
-    kind->tokens.size += 8 * (values + 1);
-    return 0;
-}
+typedef struct {
+    Kinds kinds;
+    Buffer strict, other; /* int64 positions */
+    Buffer seps, codes;   /* one line's separators: where, and which */
+    PyObject *field_types;
+} Reader;
 
-/* plain_stamps(raw, starts, ends): each line's stamp where it is plain, else -1 (as
- * line_file.PieceLines.plain_stamps reads it): 1 to 19 ASCII digits that end the line, after
- * a space or at the line's start, below 2**63, in a line that does not start with "#". */
-static PyObject *plain_stamps(PyObject *module, PyObject *args) {
-    Py_buffer raw, starts, ends;
-    if (!PyArg_ParseTuple(args, "y*y*y*:plain_stamps", &raw, &starts, &ends)) return NULL;
-    Py_ssize_t count = starts.len / 8;
-    const unsigned char *data = raw.buf;
-    const int64_t *start = starts.buf, *end = ends.buf;
-    PyObject *result = NULL;
-    if (ends.len != starts.len) {
-        PyErr_SetString(PyExc_ValueError, "plain_stamps: starts and ends differ in length");
-        goto done;
-    }
-    result = PyByteArray_FromStringAndSize(NULL, 8 * count);
-    if (result == NULL) goto done;
-    int64_t *stamps = (int64_t *)PyByteArray_AS_STRING(result);
-    for (Py_ssize_t p = 0; p < count; p++) {
-        int64_t first = start[p], at = end[p];
-        stamps[p] = -1;
-        if (first < 0 || first > at || at > raw.len) {
-            Py_CLEAR(result);
-            PyErr_SetString(PyExc_ValueError, "plain_stamps: a line outside the bytes");
-            goto done;
-        }
-        uint64_t value = 0, scale = 1;
-        int digits = 0;
-        while (at > first && data[at - 1] >= '0' && data[at - 1] <= '9' && digits < 20) {
-            at--;
-            if (digits < 19) value += (uint64_t)(data[at] - '0') * scale;
-            scale *= 10;
-            digits++;
-        }
-        if (digits == 0 || digits > 19 || (at > first && data[at - 1] != ' ')) continue;
-        if (data[first] == '#' || value >= (1ULL << 63)) continue;
-        stamps[p] = (int64_t)value;
-    }
-done:
-    PyBuffer_Release(&raw);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&ends);
-    return result;
-}
-
-/* line_heads(raw, starts, ends) -> (codes, heads): each line's head (its bytes up to and
- * with its first space; the whole line if it has none) as an int32 code into heads, a list of
- * the distinct heads as bytes in order of first sight. A capture repeats its series' heads
- * window after window, so a reader of heads (a node tag, a measurement) reads each once. */
-static PyObject *line_heads(PyObject *module, PyObject *args) {
-    Py_buffer raw, starts, ends;
-    if (!PyArg_ParseTuple(args, "y*y*y*:line_heads", &raw, &starts, &ends)) return NULL;
-    Py_ssize_t count = starts.len / 8;
-    const char *data = raw.buf;
-    const int64_t *start = starts.buf, *end = ends.buf;
-    PyObject *result = NULL, *codes = NULL, *heads = NULL;
-    Py_ssize_t size = 64, distinct = 0;
-    Py_ssize_t *slots = NULL;
-    uint64_t *hashes = NULL;
-    const char **spelt = NULL;
-    Py_ssize_t *lengths = NULL;
-    if (ends.len != starts.len) {
-        PyErr_SetString(PyExc_ValueError, "line_heads: starts and ends differ in length");
-        goto done;
-    }
-    while (size < 2 * count) size *= 2;
-    slots = malloc(sizeof(Py_ssize_t) * (size_t)size);
-    hashes = malloc(sizeof(uint64_t) * (size_t)(count + 1));
-    spelt = malloc(sizeof(char *) * (size_t)(count + 1));
-    lengths = malloc(sizeof(Py_ssize_t) * (size_t)(count + 1));
-    codes = PyByteArray_FromStringAndSize(NULL, 4 * count);
-    heads = PyList_New(0);
-    if (!slots || !hashes || !spelt || !lengths) {
+/* Reads a line: its values into its kind, or its position into strict (plain, but not of the
+ * form, too long, or a value the fast path does not vouch for) or other (not plain). */
+static int read_text(Reader *r, const char *s, Py_ssize_t n, int64_t position) {
+    if (buffer_reserve(&r->seps, 4 * (n + 1)) < 0 || buffer_reserve(&r->codes, n + 1) < 0) {
         PyErr_NoMemory();
-        goto done;
+        return -1;
     }
-    if (!codes || !heads) goto done;
-    for (Py_ssize_t i = 0; i < size; i++) slots[i] = -1;
-    int32_t *code_of = (int32_t *)PyByteArray_AS_STRING(codes);
-    for (Py_ssize_t p = 0; p < count; p++) {
-        if (start[p] < 0 || start[p] > end[p] || end[p] > raw.len) {
-            PyErr_SetString(PyExc_ValueError, "line_heads: a line outside the bytes");
-            goto done;
-        }
-        const char *s = data + start[p];
-        Py_ssize_t n = (Py_ssize_t)(end[p] - start[p]);
-        const char *space = memchr(s, ' ', (size_t)n);
-        if (space != NULL) n = space - s + 1;
-        uint64_t hash = fnv1a(s, n, 14695981039346656037ULL);
-        Py_ssize_t at = (Py_ssize_t)(hash & (uint64_t)(size - 1)), code = -1;
-        for (; slots[at] >= 0; at = (at + 1) & (size - 1)) {
-            Py_ssize_t other = slots[at];
-            if (hashes[other] == hash && lengths[other] == n && memcmp(spelt[other], s, n) == 0) {
-                code = other;
-                break;
-            }
-        }
-        if (code < 0) {
-            PyObject *head = PyBytes_FromStringAndSize(s, n);
-            if (head == NULL || PyList_Append(heads, head) < 0) {
-                Py_XDECREF(head);
-                goto done;
-            }
-            Py_DECREF(head);
-            code = distinct++;
-            hashes[code] = hash;
-            spelt[code] = s;
-            lengths[code] = n;
-            slots[at] = code;
-        }
-        code_of[p] = (int32_t)code;
+    uint32_t *seps = (uint32_t *)r->seps.data;
+    Py_ssize_t found = find_separators(s, n, seps, r->codes.data);
+    if (found < 0) return buffer_add(&r->other, &position, 8) < 0 ? (PyErr_NoMemory(), -1) : 0;
+    int count = (int)found;
+    int tags = n > MAX_LINE_CHARS ? -1 : line_form(r->codes.data, seps, count);
+    if (tags < 0) return buffer_add(&r->strict, &position, 8) < 0 ? (PyErr_NoMemory(), -1) : 0;
+    int values = count / 2; /* keys, each with its value; the time after the last separator */
+    uint64_t hash = fnv1a(s, seps[0], FNV_OFFSET);
+    hash = (hash ^ (uint64_t)tags) * FNV_PRIME;
+    for (int j = 0; j < values; j++) hash = (hash ^ (seps[2 * j + 1] - seps[2 * j])) * FNV_PRIME;
+    Kind *kind = kinds_find(&r->kinds, s, seps, tags, values, hash, r->field_types);
+    if (kind == NULL) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return -1;
     }
-    result = PyTuple_Pack(2, codes, heads);
-done:
-    Py_XDECREF(codes);
-    Py_XDECREF(heads);
-    free(slots);
-    free(hashes);
-    free(spelt);
-    free(lengths);
-    PyBuffer_Release(&raw);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&ends);
-    return result;
+    int read = kind->types == NULL ? 0 : read_line(kind, s, n, seps, count, position);
+    if (read < 0) return -1;
+    if (read == 0 && buffer_add(&r->strict, &position, 8) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
 }
 
 /* The lines' kinds read (texts[p], lengths[p] long; NULL: a str that is not ASCII). */
 static PyObject *decode_texts(const char *const *texts, const Py_ssize_t *lengths,
                               Py_ssize_t count, PyObject *field_types) {
-    Kinds kinds = {0};
-    Buffer strict = {0}, other = {0}, seps = {0}, codes = {0};
+    Reader r = {.field_types = field_types};
     PyObject *found = NULL, *result = NULL;
     for (Py_ssize_t p = 0; p < count; p++) {
         int64_t position = p;
         if (texts[p] == NULL) {
-            if (buffer_add(&other, &position, 8) < 0) goto nomemory;
-            continue;
+            if (buffer_add(&r.other, &position, 8) < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+        } else if (read_text(&r, texts[p], lengths[p], position) < 0) {
+            goto done;
         }
-        if (file_line(&kinds, &strict, &other, &seps, &codes, texts[p], lengths[p], position) < 0)
-            goto nomemory;
     }
     found = PyList_New(0);
     if (found == NULL) goto done;
-    for (Py_ssize_t k = 0; k < kinds.count; k++) {
-        const Kind *kind = &kinds.kinds[k];
-        PyObject *types = NULL, *names = NULL, *read = NULL;
-        if (kind->rows.size >= SMALLEST_KIND * (Py_ssize_t)sizeof(int64_t)) {
-            names = kind_names(kind);
-            if (names == NULL) goto done;
-            types = PyObject_CallFunction(field_types, "Oi", names, kind->tags);
-            if (types == NULL) {
-                Py_DECREF(names);
-                goto done;
-            }
+    for (Py_ssize_t k = 0; k < r.kinds.count; k++) {
+        const Kind *kind = &r.kinds.kinds[k];
+        if (kind->types == NULL || kind->rows.size == 0) continue;
+        PyObject *read = kind_result(kind);
+        if (read == NULL || PyList_Append(found, read) < 0) {
+            Py_XDECREF(read);
+            goto done;
         }
-        if (types != NULL && PyBytes_Check(types) && PyBytes_GET_SIZE(types) == kind->fields) {
-            read = read_kind(kind, texts, PyBytes_AS_STRING(types), names, &strict);
-            if (read == NULL || (read != Py_None && PyList_Append(found, read) < 0)) {
-                Py_XDECREF(read);
-                Py_DECREF(types);
-                Py_DECREF(names);
-                goto done;
-            }
-            Py_DECREF(read);
-        } else if (buffer_add(&strict, kind->rows.data, kind->rows.size) < 0) {
-            Py_XDECREF(types);
-            Py_XDECREF(names);
-            goto nomemory;
-        }
-        Py_XDECREF(types);
-        Py_XDECREF(names);
+        Py_DECREF(read);
     }
-    result = Py_BuildValue("(ONN)", found, buffer_bytes(&strict), buffer_bytes(&other));
-    goto done;
-nomemory:
-    PyErr_NoMemory();
+    result = Py_BuildValue("(ONN)", found, buffer_bytes(&r.strict), buffer_bytes(&r.other));
 done:
     Py_XDECREF(found);
-    kinds_free(&kinds);
-    free(strict.data);
-    free(other.data);
-    free(seps.data);
-    free(codes.data);
+    kinds_free(&r.kinds);
+    free(r.strict.data);
+    free(r.other.data);
+    free(r.seps.data);
+    free(r.codes.data);
     return result;
 }
 
@@ -790,41 +640,17 @@ done:
     return result;
 }
 
-/* line_ends(raw): where each "\n" of raw stands, then len(raw): the ends of its lines. */
-static PyObject *line_ends(PyObject *module, PyObject *args) {
-    Py_buffer raw;
-    if (!PyArg_ParseTuple(args, "y*:line_ends", &raw)) return NULL;
-    Buffer ends = {0};
-    const char *data = raw.buf, *at = data, *stop = data + raw.len;
-    int64_t position;
-    PyObject *result = NULL;
-    while ((at = memchr(at, '\n', (size_t)(stop - at))) != NULL) {
-        position = at - data;
-        if (buffer_add(&ends, &position, 8) < 0) goto nomemory;
-        at++;
-    }
-    position = raw.len;
-    if (buffer_add(&ends, &position, 8) < 0) goto nomemory;
-    result = buffer_bytes(&ends);
-    goto done;
-nomemory:
-    PyErr_NoMemory();
-done:
-    free(ends.data);
-    PyBuffer_Release(&raw);
-    return result;
-}
-
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS,
      "decode(lines, field_types) -> (kinds, strict, other): see schemas/plain_lines.c."},
     {"decode_spans", decode_spans, METH_VARARGS,
      "decode_spans(raws, which, starts, ends, field_types) -> as decode."},
-    {"line_ends", line_ends, METH_VARARGS, "line_ends(raw) -> int64 ends of raw's lines."},
-    {"line_heads", line_heads, METH_VARARGS,
-     "line_heads(raw, starts, ends) -> (int32 code of each line's head, distinct heads)."},
+    {"line_ends", plain_line_ends, METH_VARARGS,
+     "line_ends(raw) -> int64 ends of raw's lines."},
     {"plain_stamps", plain_stamps, METH_VARARGS,
      "plain_stamps(raw, starts, ends) -> int64 stamp of each line, -1 where not plain."},
+    {"line_heads", plain_line_heads, METH_VARARGS,
+     "line_heads(raw, starts, ends) -> (int32 code of each line's head, distinct heads)."},
     {NULL, NULL, 0, NULL},
 };
 
