@@ -43,12 +43,12 @@ _MOST_DIGITS = {"float": 14, "int": 18, "time": 19}
 _BAND_ENDS = np.array([0, 1, 2, 4, 8, 16, 24])  # a band: lengths above one end, up to the next
 
 
-def windows(raw: bytes, width: int) -> np.ndarray:
+def windows(raw: bytes | memoryview, width: int) -> np.ndarray:
     """Every ``width`` bytes of ``raw`` as one array, with no copy: item p is raw[p:p + width]."""
     return np.ndarray((len(raw) - width + 1,), f"S{width}", raw, 0, (1,))
 
 
-def byte_matrix(raw: bytes, first: np.ndarray, width: int) -> np.ndarray:
+def byte_matrix(raw: bytes | memoryview, first: np.ndarray, width: int) -> np.ndarray:
     """The ``width`` bytes from each of ``first`` as the rows of a uint8 matrix."""
     return windows(raw, width)[first].view(np.uint8).reshape(len(first), width)
 

@@ -15,6 +15,9 @@ both read.
 
 from __future__ import annotations
 
+import mmap
+import os
+import stat
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +47,7 @@ def data_lines(path: Path, piece_bytes: int = 1 << 22) -> Iterator[tuple[int, st
 
 
 LongLine = Callable[[int, int], None]  # (its line number, its length so far read) -> None
+Bytes = bytes | memoryview  # a piece's bytes: read, or a view of the file mapped into memory
 
 
 def data_pieces(
@@ -54,7 +58,7 @@ def data_pieces(
     on_long_line: LongLine | None = None,
     span: tuple[int, int] | None = None,
     lazy: bool = False,
-) -> Iterator[tuple[int, Sequence[str], bytes]]:
+) -> Iterator[tuple[int, Sequence[str], Bytes]]:
     """``(lines before the piece, its lines, their bytes)`` for pieces of about ``piece_bytes``
     bytes of the file, every line included (see :func:`is_data`), so that a reader can treat a
     piece's lines with array operations (:class:`PieceLines`). The bytes are the lines joined
@@ -71,9 +75,27 @@ def data_pieces(
     ``lazy``: a piece with no carriage return and no overlong line comes as a
     :class:`PieceText`, its lines read from the bytes only when asked for: a replay hands
     nearly all of its lines to the block decoder as bytes, and making a str of each line cost
-    it about as much as decoding them all."""
+    it about as much as decoding them all. A regular file is then mapped into memory a piece
+    at a time, and its bytes are a view of the map (see :func:`_mapped_pieces`)."""
+    if lazy:
+        mapped = _mapped_pieces(Path(path), piece_bytes, max_line, on_long_line, span)
+        if mapped is not None:
+            yield from mapped
+            return
+    yield from _read_pieces(Path(path), piece_bytes, max_line, on_long_line, span, lazy)
+
+
+def _read_pieces(
+    path: Path,
+    piece_bytes: int,
+    max_line: int,
+    on_long_line: LongLine | None,
+    span: tuple[int, int] | None,
+    lazy: bool,
+) -> Iterator[tuple[int, Sequence[str], Bytes]]:
+    """:func:`data_pieces` by reads of the file."""
     before = 0
-    with Path(path).open("rb") as handle:
+    with path.open("rb") as handle:
         rest = b""
         skipped = -1  # bytes of an overlong line read past so far; -1: not in one
         left = -1 if span is None else span[1] - span[0]  # -1: to the end
@@ -109,6 +131,74 @@ def data_pieces(
             yield before - 1, [""], b""
         elif rest:
             yield before, *_piece(rest, before, max_line, on_long_line, lazy)
+
+
+def _mapped_pieces(
+    path: Path,
+    piece_bytes: int,
+    max_line: int,
+    on_long_line: LongLine | None,
+    span: tuple[int, int] | None,
+) -> Iterator[tuple[int, Sequence[str], Bytes]] | None:
+    """:func:`data_pieces` of a regular file by mapping each piece into memory: no copy of its
+    bytes into the process (a read, then joining a piece to the line the last one cut, cost a
+    replay as much as finding all its lines). Each piece is a map of its own, unmapped once
+    nothing holds its lines. None where the file cannot be mapped (a pipe, an empty file)."""
+    try:
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size == 0 or not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            first = mmap.mmap(handle.fileno(), min(size, 1), access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    first.close()
+    return _map_pieces(path, size, piece_bytes, max_line, on_long_line, span)
+
+
+def _map_pieces(
+    path: Path,
+    size: int,
+    piece_bytes: int,
+    max_line: int,
+    on_long_line: LongLine | None,
+    span: tuple[int, int] | None,
+) -> Iterator[tuple[int, Sequence[str], Bytes]]:
+    start, stop = (0, size) if span is None else (span[0], min(span[1], size))
+    before, at = 0, start
+    with path.open("rb") as handle:
+        while at < stop:
+            end = min(at + piece_bytes, stop)
+            base = at - at % mmap.ALLOCATIONGRANULARITY  # where a map may start
+            mapped = mmap.mmap(handle.fileno(), end - base, offset=base, access=mmap.ACCESS_READ)
+            if end == stop:  # the last piece: up to its last line's end ("\n" or the file's)
+                cut = end - 1 if mapped[end - 1 - base] == ord("\n") else end
+                after = stop
+            else:
+                cut = mapped.rfind(b"\n", at - base)
+                cut, after = (-1, -1) if cut < 0 else (base + cut, base + cut + 1)
+            if cut < 0:  # a line longer than a piece: read on, and past it when overlong
+                def told(number: int, length: int, before: int = before) -> None:
+                    if on_long_line is not None:
+                        on_long_line(before + number, length)
+
+                for read_before, lines, raw in _read_pieces(
+                    path, piece_bytes, max_line, told, (at, stop), lazy=True
+                ):
+                    yield before + read_before, lines, raw
+                return
+            raw = memoryview(mapped)[at - base : cut - base]
+            if mapped.find(b"\r", at - base, cut - base) >= 0:
+                lines, raw = _piece(bytes(raw), before, max_line, on_long_line, lazy=False)
+            else:
+                text = PieceText.of(raw)
+                if len(raw) > max_line and int((text.ends - text.starts).max()) > max_line:
+                    lines, raw = _piece(bytes(raw), before, max_line, on_long_line, lazy=False)
+                else:
+                    lines = text
+            yield before, lines, raw
+            before += len(lines)
+            at = after
 
 
 def _piece(
@@ -172,11 +262,11 @@ class PieceText(Sequence[str]):
     (3, 'n g=2 6', ['m f=1 5', ''], [7, 8, 16])
     """
 
-    def __init__(self, raw: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
+    def __init__(self, raw: Bytes, starts: np.ndarray, ends: np.ndarray) -> None:
         self.raw, self.starts, self.ends = raw, starts, ends
 
     @classmethod
-    def of(cls, raw: bytes) -> PieceText:
+    def of(cls, raw: Bytes) -> PieceText:
         ends = (
             np.frombuffer(plain_lines.line_ends(raw), np.int64)
             if plain_lines is not None
@@ -195,7 +285,7 @@ class PieceText(Sequence[str]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         start, end = int(self.starts[index]), int(self.ends[index])
-        return self.raw[start:end].decode("utf-8", "replace")
+        return str(self.raw[start:end], "utf-8", "replace")
 
 
 @dataclass(frozen=True)
@@ -211,16 +301,17 @@ class PieceLines:
     """
 
     lines: Sequence[str]
-    raw: bytes  # the lines joined by "\\n"
+    raw: Bytes  # the lines joined by "\\n"
     starts: np.ndarray  # where each line starts in raw
     ends: np.ndarray  # where each line ends in raw (at its "\\n", or the end of raw)
 
     @classmethod
-    def of(cls, lines: Sequence[str], raw: bytes) -> PieceLines:
+    def of(cls, lines: Sequence[str], raw: Bytes) -> PieceLines:
         """``raw``: the lines joined by "\\n", in UTF-8 (or bytes that hold those line breaks
         and, where a line is not UTF-8, bytes of 0x80 and above: see :func:`data_pieces`)."""
         if isinstance(lines, PieceText) and lines.raw is raw:
             return cls(lines, raw, lines.starts, lines.ends)
+        raw = bytes(raw)  # (a view of a mapped file comes with its PieceText)
         if raw.isascii():  # a character is a byte: the ends follow from the lengths
             lengths = np.fromiter(map(len, lines), np.int64, len(lines))
             ends = np.cumsum(lengths + 1) - 1

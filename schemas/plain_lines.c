@@ -598,20 +598,22 @@ done:
 }
 
 /* decode_spans(raws, which, starts, ends, field_types): the same for lines held as spans of
- * bytes objects: line p is raws[which[p]][starts[p]:ends[p]] (which int32, the others
- * int64). A line whose bytes are not ASCII is not plain, and so in other. */
+ * buffers (bytes, or views of a file mapped into memory): line p is
+ * raws[which[p]][starts[p]:ends[p]] (which int32, the others int64). A line whose bytes are not
+ * ASCII is not plain, and so in other. */
 static PyObject *decode_spans(PyObject *module, PyObject *args) {
     PyObject *raws, *field_types, *result = NULL;
     Py_buffer which, starts, ends;
     if (!PyArg_ParseTuple(args, "O!y*y*y*O:decode_spans", &PyList_Type, &raws, &which, &starts,
                           &ends, &field_types))
         return NULL;
-    Py_ssize_t count = starts.len / 8;
+    Py_ssize_t count = starts.len / 8, held = 0, buffers = PyList_GET_SIZE(raws);
     const char **texts = malloc(sizeof(char *) * (size_t)(count + 1));
     Py_ssize_t *lengths = malloc(sizeof(Py_ssize_t) * (size_t)(count + 1));
+    Py_buffer *views = calloc((size_t)buffers + 1, sizeof(Py_buffer));
     const int32_t *raw_of = which.buf;
     const int64_t *start = starts.buf, *end = ends.buf;
-    if (texts == NULL || lengths == NULL) {
+    if (texts == NULL || lengths == NULL || views == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -619,19 +621,22 @@ static PyObject *decode_spans(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "decode_spans: which, starts and ends differ in length");
         goto done;
     }
+    for (; held < buffers; held++)
+        if (PyObject_GetBuffer(PyList_GET_ITEM(raws, held), &views[held], PyBUF_SIMPLE) < 0)
+            goto done;
     for (Py_ssize_t p = 0; p < count; p++) {
-        PyObject *raw = raw_of[p] >= 0 && raw_of[p] < PyList_GET_SIZE(raws)
-                            ? PyList_GET_ITEM(raws, raw_of[p]) : NULL;
-        if (raw == NULL || !PyBytes_Check(raw) || start[p] < 0 || start[p] > end[p] ||
-            end[p] > PyBytes_GET_SIZE(raw)) {
+        if (raw_of[p] < 0 || raw_of[p] >= buffers || start[p] < 0 || start[p] > end[p] ||
+            end[p] > views[raw_of[p]].len) {
             PyErr_SetString(PyExc_ValueError, "decode_spans: a span outside its bytes");
             goto done;
         }
-        texts[p] = PyBytes_AS_STRING(raw) + start[p];
+        texts[p] = (const char *)views[raw_of[p]].buf + start[p];
         lengths[p] = (Py_ssize_t)(end[p] - start[p]);
     }
     result = decode_texts(texts, lengths, count, field_types);
 done:
+    for (Py_ssize_t b = 0; b < held; b++) PyBuffer_Release(&views[b]);
+    free(views);
     free(texts);
     free(lengths);
     PyBuffer_Release(&which);

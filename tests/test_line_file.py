@@ -128,7 +128,8 @@ def test_pieces_are_the_lines_text_mode_reads_and_their_bytes(
     expected = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
     for lazy in (False, True):  # lazy: pieces read as str line by line when asked (PieceText)
         read: list[str] = []
-        for before, lines, raw in data_pieces(path, piece, lazy=lazy):
+        for before, lines, view in data_pieces(path, piece, lazy=lazy):
+            raw = bytes(view)  # (lazy: a view of the file mapped into memory)
             assert before == len(read)
             assert raw.split(b"\n") == [line.encode() for line in lines] or not raw.isascii()
             assert raw.count(b"\n") == len(lines) - 1

@@ -31,7 +31,7 @@ from reflex_localize.flows.io.byte_ranges import line_start
 from reflex_localize.flows.io.node_clocks import node_offsets
 from reflex_localize.flows.messages import ErrorRecord
 from reflex_localize.influx.clock_offset import OffsetEstimate
-from reflex_localize.schemas.line_file import PieceLines, data_pieces, raw_tag
+from reflex_localize.schemas.line_file import Bytes, PieceLines, data_pieces, raw_tag
 
 _log = logging.getLogger(__name__)
 _NODE_TAGS = ("node", "Hostname", "host")  # Reflex's, then dcgm-exporter's, then Telegraf's
@@ -63,10 +63,10 @@ class NodeClocks:
         every node where the survey saw fewer (a capture of one node can only follow it)."""
         return max(1, min(3, self.nodes_seen))
 
-    def restamp(self, lines: Sequence[str], raw: bytes) -> tuple[Sequence[str], bytes]:
+    def restamp(self, lines: Sequence[str], raw: Bytes) -> tuple[Sequence[str], Bytes]:
         """A piece (``lines`` and ``raw``, their bytes: see :func:`schemas.line_file.data_pieces`)
         with the stamps of the off nodes' lines corrected."""
-        places = self._places(raw) if self.offsets else []
+        places = self._places(bytes(raw)) if self.offsets else []
         if not places:
             return lines, raw
         changed = list(lines)
@@ -136,13 +136,17 @@ def survey_clocks(path: Path, survey_bytes: int, tolerance_s: float) -> NodeCloc
     span = None if end >= path.stat().st_size else (0, end)
     index: dict[Node, int] = {}
     by_head: dict[str, int] = {}
+    known: dict[str, int] = {}  # a head's node index, for the pieces after
     nodes: list[np.ndarray] = []
     stamps: list[np.ndarray] = []
     for _, lines, raw in data_pieces(path, 1 << 20, span=span, lazy=True):
         piece = PieceLines.of(lines, raw)
-        # A node is read off a line's head alone, so once per distinct head.
+        # A node is read off a line's head alone, so once per distinct head of the survey.
         codes, heads = piece.heads()
-        of_head = np.array([_node_index(head, by_head, index) for head in heads], np.int64)
+        of_head = np.array(
+            [known[h] if h in known else known.setdefault(h, _node_index(h, by_head, index))
+             for h in heads], np.int64,
+        )  # fmt: skip
         piece_nodes = of_head[codes] if heads else np.zeros(len(codes), np.int64)
         piece_stamps = piece.plain_stamps()
         keep = (piece_nodes >= 0) & (piece_stamps >= 0)

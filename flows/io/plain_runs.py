@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from reflex_localize.schemas.foreign_mapping import ForeignMapping
-from reflex_localize.schemas.line_file import PieceLines
+from reflex_localize.schemas.line_file import Bytes, PieceLines
 
 _NO_WINDOW = np.iinfo(np.int64).min  # outside every clock: the line goes the long way
 _FIRST_LOOK = 256  # lines checked at first for the run's end; the look grows fourfold
@@ -46,7 +46,7 @@ class PlainRuns:
         self.stamps = np.empty(0, np.int64)
         self.windows: np.ndarray | None = None
 
-    def read(self, lines: Sequence[str], raw: bytes) -> None:
+    def read(self, lines: Sequence[str], raw: Bytes) -> None:
         """Takes the next piece: ``lines``, and ``raw``, their bytes (see
         :func:`schemas.line_file.data_pieces`)."""
         piece = PieceLines.of(lines, raw)

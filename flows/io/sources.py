@@ -30,7 +30,7 @@ from reflex_localize.schemas.contract import load_schema
 from reflex_localize.schemas.foreign_translate import ForeignTranslator
 from reflex_localize.schemas.frame import Frame, frames_from_points
 from reflex_localize.schemas.line_decoder import FramePart, assemble, decode_block, points_parts
-from reflex_localize.schemas.line_file import data_pieces, is_data, line_stamp, raw_tag
+from reflex_localize.schemas.line_file import Bytes, data_pieces, is_data, line_stamp, raw_tag
 
 
 def shard_names(n_shards: int) -> list[str]:
@@ -356,7 +356,7 @@ class LineProtocolSource(WindowedSource):
 
     def _pieces(
         self, replay: _Replay, span: ByteRange | None, held: list[tuple[int, str, int]]
-    ) -> Iterator[tuple[int, Sequence[str], bytes]]:
+    ) -> Iterator[tuple[int, Sequence[str], Bytes]]:
         """The pieces of the pass: the whole file, or a byte range's with, for their time only,
         the lines before it that set the clock and, while a line of its own is held far ahead,
         the lines after it that decide that line's fate. A piece's lines are read as str only

@@ -7,7 +7,7 @@ start and end makes no str per line: a line is read as str only when something a
 reject's text, a repeat's head, a line the compiled path hands back). Lines taken one at a
 time (the line-at-a-time loop, foreign lines' neighbours) are kept as the str they came as.
 
->>> from reflex_localize.schemas.line_file import PieceText
+>>> from reflex_localize.schemas.line_file import Bytes, PieceText
 >>> piece = PieceText.of(b"m f=1 5\\nm f=2 5\\nm f=3 5")
 >>> lines = WindowLines()
 >>> lines.extend_rows(piece, np.array([0, 2]))
@@ -24,7 +24,7 @@ from typing import overload
 
 import numpy as np
 
-from reflex_localize.schemas.line_file import PieceText
+from reflex_localize.schemas.line_file import Bytes, PieceText
 
 
 class _Span:
@@ -32,14 +32,14 @@ class _Span:
 
     __slots__ = ("ends", "raw", "starts")
 
-    def __init__(self, raw: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
+    def __init__(self, raw: Bytes, starts: np.ndarray, ends: np.ndarray) -> None:
         self.raw, self.starts, self.ends = raw, starts, ends
 
     def __len__(self) -> int:
         return len(self.starts)
 
     def line(self, row: int) -> str:
-        return self.raw[int(self.starts[row]) : int(self.ends[row])].decode("utf-8", "replace")
+        return str(self.raw[int(self.starts[row]) : int(self.ends[row])], "utf-8", "replace")
 
 
 class WindowLines(Sequence[str]):
@@ -85,10 +85,10 @@ class WindowLines(Sequence[str]):
             self._count += len(lines)
             self._renumber()
 
-    def spans(self) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]:
+    def spans(self) -> tuple[list[Bytes], np.ndarray, np.ndarray, np.ndarray]:
         """``(raws, which, starts, ends)``: line ``p`` is ``raws[which[p]][starts[p]:ends[p]]``
         (a line held as str is encoded: UTF-8, surrogates passed, as the decoder reads it)."""
-        raws: list[bytes] = []
+        raws: list[Bytes] = []
         index: dict[int, int] = {}
         which, starts, ends = [], [], []
         for chunk in self._chunks:
