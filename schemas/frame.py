@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,6 +44,13 @@ class Frame:
     time_ns: np.ndarray  # int64, shape (n,)
     tags: dict[str, np.ndarray]  # object arrays of str, shape (n,)
     fields: dict[str, np.ndarray]  # one dtype per declared type, shape (n,)
+    # Where a decoder read the tags as codes: per tag, its distinct values in first-seen order
+    # and each row's code, what a factorization of the column gives (tags[name] is
+    # distinct[codes]), so the flow need not factorize the column again. A frame made any
+    # other way (take, concatenation) has none.
+    tag_codes: dict[str, tuple[np.ndarray, np.ndarray]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def __len__(self) -> int:
         return len(self.time_ns)
@@ -136,7 +143,13 @@ def validate_frame(
                 )
             bad |= broken
     for name, column in frame.tags.items():
-        for tag_row, why in _bad_tag_rows(column, frame.measurement, name).items():
+        known = frame.tag_codes.get(name) if frame.tag_codes is not None else None
+        bad_rows = (
+            _bad_tag_rows(column, frame.measurement, name)
+            if known is None
+            else _bad_coded_rows(*known, frame.measurement, name)
+        )
+        for tag_row, why in bad_rows.items():
             if not bad[tag_row]:
                 reasons[tag_row], bad[tag_row] = why, True
     for range_row, why in out_of_range(
@@ -169,6 +182,21 @@ def _bad_tag_rows(column: np.ndarray, measurement: str, tag: str) -> dict[int, P
     if not why:
         return {}
     return {row: why[v] for row, v in enumerate(values) if v in why}
+
+
+def _bad_coded_rows(
+    distinct: np.ndarray, codes: np.ndarray, measurement: str, tag: str
+) -> dict[int, PointError]:
+    """:func:`_bad_tag_rows` of a column the decoder gave as codes: its distinct values are
+    checked, and rows looked up only if one is refused."""
+    why = {
+        code: r
+        for code, value in enumerate(distinct.tolist())
+        if (r := _tag_problem(value, measurement, tag)) is not None
+    }
+    if not why:
+        return {}
+    return {row: why[code] for row, code in enumerate(codes.tolist()) if code in why}
 
 
 def _tag_problem(value: object, measurement: str, tag: str) -> PointError | None:

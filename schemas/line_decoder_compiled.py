@@ -66,13 +66,17 @@ def compiled_parts(
     for names, tags, rows, times, tag_columns, field_columns, repeats in kinds:
         spec = schema.measurements[names[0]]
         tag_names, field_names = names[1 : 1 + tags], names[1 + tags :]
+        tag_codes = {
+            name: (np.array(values, object), np.frombuffer(codes, np.int32).astype(np.int64))
+            for name, (codes, values) in zip(tag_names, tag_columns, strict=True)
+        }
         frame = Frame(
             spec.name,
             np.frombuffer(times, np.int64),
-            {name: np.array(values, object)[np.frombuffer(codes, np.int32)]
-             for name, (codes, values) in zip(tag_names, tag_columns, strict=True)},
+            {name: distinct[codes] for name, (distinct, codes) in tag_codes.items()},
             {name: np.frombuffer(column, _DTYPES[spec.fields[name].type])
              for name, column in zip(field_names, field_columns, strict=True)},
+            tag_codes,
         )  # fmt: skip
         key = (spec.name, tag_names, field_names)
         parts.append((key, np.frombuffer(rows, np.int64), frame, repeats))

@@ -376,6 +376,11 @@ static int read_line(Kind *kind, const char *s, Py_ssize_t n, const uint32_t *se
     for (int j = 0; j < tags; j++) {
         uint32_t start = seps[2 * j + 1] + 1, end = seps[2 * j + 2];
         if (end <= start || end - start > MOST_TAG_BYTES) return 0;
+    }
+    /* Only a line that is read adds its tag values: a kind's distinct values, in the order
+     * first seen, are those of its rows (Frame.tag_codes: what a factorization gives). */
+    for (int j = 0; j < tags; j++) {
+        uint32_t start = seps[2 * j + 1] + 1, end = seps[2 * j + 2];
         Py_ssize_t code = interned_code(&kind->interned[j], s + start, (Py_ssize_t)(end - start));
         if (code < 0) return -1;
         kind->row_codes[j] = (int32_t)code;

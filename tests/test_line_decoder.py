@@ -12,6 +12,7 @@ import pytest
 from fuzz_support import fuzz_input
 
 import reflex_localize.schemas.line_decoder as line_decoder
+from reflex_localize.flows.signals.derive import factorize
 from reflex_localize.schemas.codec import Point, decode, encode
 from reflex_localize.schemas.contract import Schema
 from reflex_localize.schemas.frame import Frame, frames_from_points
@@ -60,6 +61,16 @@ def assert_same_frames(ours: list[Frame], theirs: list[Frame]) -> None:
             assert a.fields[name].tolist() == b.fields[name].tolist(), name
 
 
+def assert_tag_codes_factorize(frames: list[Frame]) -> None:
+    """Where the decoder gave a frame its tags as codes, they are what factorizing the columns
+    gives: the distinct values in first-seen order, and each row's code."""
+    for frame in frames:
+        for name, (distinct, codes) in (frame.tag_codes or {}).items():
+            expected_distinct, expected_codes = factorize(frame.tags[name])
+            assert distinct.tolist() == expected_distinct.tolist(), name
+            assert codes.tolist() == expected_codes.tolist(), name
+
+
 def assert_agrees_with_strict(lines: list[str], carry_tags: bool) -> None:
     """Both ways: reading the time tokens, and taking the stamps a replay read (line_stamp)."""
     points, rejects = [], []
@@ -73,6 +84,7 @@ def assert_agrees_with_strict(lines: list[str], carry_tags: bool) -> None:
         block = decode_block(lines, carry_tags=carry_tags, stamps=stamps)
         assert [(p, type(e), str(e), getattr(e, "code", "")) for p, e in block.rejects] == rejects
         assert_same_frames(block.frames, frames_from_points(points))
+        assert_tag_codes_factorize(block.frames)
         rows = sorted(p for positions in block.positions for p in positions.tolist())
         assert rows == sorted(set(range(len(lines))) - {p for p, *_ in rejects})
 
@@ -262,3 +274,17 @@ def test_lines_of_a_kind_too_few_to_read_go_to_the_strict_decoder() -> None:
     for count in (1, 3, 4, 5):
         lines = [f"host,cluster=c,node=n{i} load1={i}.25 5" for i in range(count)]
         assert_agrees_with_strict(lines, carry_tags=True)
+
+
+def test_a_line_sent_to_the_strict_decoder_adds_no_tag_value_to_its_kind(
+    decoder_path: str,
+) -> None:
+    """A line whose second tag is empty goes to the strict decoder (which refuses it): its
+    first tag's value must not appear among its kind's distinct values."""
+    lines = [f"host,cluster=c,node=n{i % 2} load1=1 5" for i in range(6)]
+    lines.insert(3, "host,cluster=phantom,node= load1=1 5")
+    block = decode_block(lines, carry_tags=True)
+    assert len(block.rejects) == 1
+    assert_tag_codes_factorize(block.frames)
+    if decoder_path == "compiled":
+        assert block.frames[0].tag_codes is not None

@@ -212,11 +212,12 @@ def entity_groups(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     and each row's code (as :func:`factorize` of the per-row keys would give them), built from
     the codes of the tags that make the key, so that a key string is made once per entity and
     not once per row (a window holds tens of rows per entity)."""
-    columns, template = _key_parts(frame)
+    names, template = _key_parts(frame)
+    columns = [frame.tags[name] for name in names]
     combined = np.zeros(len(frame), np.int64)
     values: list[np.ndarray] = []
-    for column in columns:
-        distinct, codes = factorize(column)
+    for name in names:
+        distinct, codes = factorized_tag(frame, name)
         combined = combined * len(distinct) + codes
         values.append(distinct)
     _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
@@ -232,19 +233,18 @@ def entity_groups(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     return np.array(keys, dtype=object), rank[inverse.reshape(-1)]
 
 
-def _key_parts(frame: Frame) -> tuple[list[np.ndarray], str]:
-    """The tag columns an entity key is made of, and the format that joins them."""
-    node = frame.tags["node"]
+def _key_parts(frame: Frame) -> tuple[list[str], str]:
+    """The tags an entity key is made of, and the format that joins them."""
     if frame.measurement in ("gpu", "gpu_nvlink"):
-        return [node, frame.tags["gpu"]], "{}|gpu|{}"
+        return ["node", "gpu"], "{}|gpu|{}"
     if frame.measurement == "ib_port":
-        return [node, frame.tags["hca"], frame.tags["port"]], "{}|nic|{}/{}"
+        return ["node", "hca", "port"], "{}|nic|{}/{}"
     if frame.measurement == "nic":
-        return [node, frame.tags["device"]], "{}|nic|{}"
+        return ["node", "device"], "{}|nic|{}"
     per = _PER_DEVICE.get(frame.measurement)
     if per is not None and per in frame.tags:
-        return [node, frame.tags[per]], "{}|host|-#{}"
-    return [node], "{}|host|-"
+        return ["node", per], "{}|host|-#{}"
+    return ["node"], "{}|host|-"
 
 
 @dataclass
@@ -355,6 +355,13 @@ def _remember_profiles(frame: Frame, out: dict[str, str]) -> None:
             out[node] = str(profile)
 
 
+def factorized_tag(frame: Frame, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`factorize` of a tag column, taken from the decoder where it read the tags as
+    codes (``Frame.tag_codes``: the same distinct values, in the same order, and codes)."""
+    known = frame.tag_codes.get(name) if frame.tag_codes is not None else None
+    return known if known is not None else factorize(frame.tags[name])
+
+
 def factorize(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct keys (first-seen order) and each row's code. A dict beats ``np.unique`` here:
     sorting object arrays of strings compares them in Python."""
@@ -422,7 +429,7 @@ def _profile_limits(frame: Frame, attribute: str, from_limits: bool = False) -> 
     """Per row, the row's hardware profile's value; -inf when unknown, so that nothing is
     ever below it: an unknown model has no nominal value to fall short of."""
     profiles = load_profiles()
-    names, inverse = factorize(frame.tags["profile"])  # a dict: np.unique sorts strings
+    names, inverse = factorized_tag(frame, "profile")  # a dict: np.unique sorts strings
 
     def value(name: str) -> float:
         profile = profiles.get(name)
