@@ -178,6 +178,7 @@ def _map_pieces(
                 cut = mapped.rfind(b"\n", at - base)
                 cut, after = (-1, -1) if cut < 0 else (base + cut, base + cut + 1)
             if cut < 0:  # a line longer than a piece: read on, and past it when overlong
+
                 def told(number: int, length: int, before: int = before) -> None:
                     if on_long_line is not None:
                         on_long_line(before + number, length)
