@@ -44,10 +44,11 @@ class Frame:
     time_ns: np.ndarray  # int64, shape (n,)
     tags: dict[str, np.ndarray]  # object arrays of str, shape (n,)
     fields: dict[str, np.ndarray]  # one dtype per declared type, shape (n,)
-    # Where a decoder read the tags as codes: per tag, its distinct values in first-seen order
-    # and each row's code, what a factorization of the column gives (tags[name] is
-    # distinct[codes]), so the flow need not factorize the column again. A frame made any
-    # other way (take, concatenation) has none.
+    # Where a decoder read the tags as codes: per tag, its values (object array, each value
+    # once; a value may have no row) and each row's code: tags[name] is values[codes]. The flow
+    # groups rows by the codes instead of factorizing the column again (flows/signals/derive.py:
+    # factorized_tag), and a frame that crosses processes is pickled as codes, not as a str
+    # per row. A sub-frame (take) keeps them; a frame made any other way has none.
     tag_codes: dict[str, tuple[np.ndarray, np.ndarray]] | None = field(
         default=None, compare=False, repr=False
     )
@@ -57,12 +58,33 @@ class Frame:
 
     def take(self, rows: np.ndarray) -> Frame:
         """The sub-frame of ``rows`` (a boolean mask or index array)."""
+        codes = self.tag_codes
         return Frame(
             self.measurement,
             self.time_ns[rows],
             {key: column[rows] for key, column in self.tags.items()},
             {key: column[rows] for key, column in self.fields.items()},
+            None if codes is None else {k: (v, c[rows]) for k, (v, c) in codes.items()},
         )
+
+    def __getstate__(self) -> dict:
+        """Pickled with the tags that have codes left out (rebuilt from them on load): a
+        column of str pickles an object per row, its codes one int64 buffer."""
+        state = dict(self.__dict__)
+        if self.tag_codes is not None:
+            coded = self.tag_codes
+            state["tags"] = [(k, None if k in coded else v) for k, v in self.tags.items()]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        tags = state["tags"]
+        if isinstance(tags, list):  # (name, column, or None where its codes rebuild it)
+            coded = state["tag_codes"]
+            state["tags"] = {
+                k: coded[k][0][coded[k][1]] if v is None else v for k, v in tags
+            }  # fmt: skip
+        state.setdefault("tag_codes", None)  # a frame pickled before codes were kept
+        self.__dict__.update(state)
 
     def points(self) -> Iterator[Point]:
         tag_names, field_names = list(self.tags), list(self.fields)

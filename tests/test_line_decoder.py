@@ -4,6 +4,7 @@ verdict, the same reject with the same reason, and frames equal row for row to t
 
 from __future__ import annotations
 
+import pickle
 import random
 from collections import Counter
 
@@ -62,13 +63,21 @@ def assert_same_frames(ours: list[Frame], theirs: list[Frame]) -> None:
 
 
 def assert_tag_codes_factorize(frames: list[Frame]) -> None:
-    """Where the decoder gave a frame its tags as codes, they are what factorizing the columns
-    gives: the distinct values in first-seen order, and each row's code."""
+    """Where the decoder gave a frame its tags as codes, they code the columns: each value
+    once, the column the values at the codes; here, straight from the decoder, no value
+    without a row, in first-seen order (what factorizing the column gives); and a frame
+    pickled as codes loads with the same tags."""
     for frame in frames:
         for name, (distinct, codes) in (frame.tag_codes or {}).items():
             expected_distinct, expected_codes = factorize(frame.tags[name])
             assert distinct.tolist() == expected_distinct.tolist(), name
             assert codes.tolist() == expected_codes.tolist(), name
+            assert distinct[codes].tolist() == frame.tags[name].tolist()
+        loaded = pickle.loads(pickle.dumps(frame))
+        assert list(loaded.tags) == list(frame.tags)
+        for name, column in frame.tags.items():
+            assert loaded.tags[name].dtype == object
+            assert loaded.tags[name].tolist() == column.tolist()
 
 
 def assert_agrees_with_strict(lines: list[str], carry_tags: bool) -> None:
@@ -288,3 +297,20 @@ def test_a_line_sent_to_the_strict_decoder_adds_no_tag_value_to_its_kind(
     assert_tag_codes_factorize(block.frames)
     if decoder_path == "compiled":
         assert block.frames[0].tag_codes is not None
+
+
+def test_a_sub_frame_keeps_its_tag_codes_and_pickles_by_them(decoder_path: str) -> None:
+    """take() keeps the codes (values may then have no row), split_by_shard routes by them, and
+    a frame crossing processes pickles them instead of a str per row: the same tags load."""
+    lines = [f"host,cluster=c,node=n{i % 5} load1={i}.5 {i // 5}" for i in range(40)]
+    (frame,) = decode_block(lines, carry_tags=True).frames
+    part = frame.take(np.arange(40) % 5 < 2)
+    assert part.tags["node"].tolist() == ["n0", "n1"] * 8
+    if decoder_path == "compiled":
+        assert part.tag_codes is not None
+        values, codes = part.tag_codes["node"]
+        assert values[codes].tolist() == part.tags["node"].tolist()
+    for sub in (frame, part):
+        loaded = pickle.loads(pickle.dumps(sub))
+        assert_same_frames([loaded], [sub])
+        assert loaded.tag_codes is None or loaded.tags["node"].tolist() == sub.tags["node"].tolist()

@@ -40,7 +40,11 @@ def split_by_shard(frames: list[Frame], n_shards: int, cache: dict[str, int]) ->
         return [frames]
     out: list[list[Frame]] = [[] for _ in range(n_shards)]
     for frame in frames:
-        rows = _owners(frame.tags["node"].tolist(), n_shards, cache)
+        coded = frame.tag_codes.get("node") if frame.tag_codes is not None else None
+        if coded is not None:  # a node's shard looked up once per node, not once per row
+            rows = _owners(coded[0].tolist(), n_shards, cache)[coded[1]]
+        else:
+            rows = _owners(frame.tags["node"].tolist(), n_shards, cache)
         for shard in np.unique(rows).tolist():
             mask = rows == shard
             out[shard].append(frame if mask.all() else frame.take(mask))

@@ -356,8 +356,10 @@ def _remember_profiles(frame: Frame, out: dict[str, str]) -> None:
 
 
 def factorized_tag(frame: Frame, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`factorize` of a tag column, taken from the decoder where it read the tags as
-    codes (``Frame.tag_codes``: the same distinct values, in the same order, and codes)."""
+    """A tag column's values (each once) and each row's code: the decoder's where it read the
+    tags as codes (``Frame.tag_codes``: a value may have no row there, and the order is not
+    first-seen), else :func:`factorize`'s. Its callers group rows by the codes, whatever they
+    number."""
     known = frame.tag_codes.get(name) if frame.tag_codes is not None else None
     return known if known is not None else factorize(frame.tags[name])
 
