@@ -132,9 +132,11 @@ class ForeignNames(frozenset[str]):
     (True, True, False)
     """
 
+    prefixes = (DCGM_PREFIX,)  # what a name in it may start with (``in`` says so)
+
     def __contains__(self, name: object) -> bool:
         return super().__contains__(name) or (
-            isinstance(name, str) and name.startswith(DCGM_PREFIX)
+            isinstance(name, str) and name.startswith(self.prefixes)
         )
 
 

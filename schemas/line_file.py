@@ -393,8 +393,20 @@ class PieceLines:
 
     def measured_as(self, names: Collection[str]) -> np.ndarray:
         """Which lines' measurement (up to the first comma or space, as the replay reads it to
-        tell foreign lines) is one of ``names``. A line whose head's first 8 bytes are those of
-        a name is checked as a str; the others cannot match."""
+        tell foreign lines) is one of ``names`` (``in names``: a name's ``prefixes``, as
+        :class:`~schemas.foreign_mapping.ForeignNames` has, match what they start)."""
+        prefixes: tuple[str, ...] = getattr(names, "prefixes", ())
+        if plain_lines is not None and all(n.isascii() for n in (*names, *prefixes)):
+            starts, ends = (np.ascontiguousarray(a, np.int64) for a in (self.starts, self.ends))
+            spelt = tuple(n.encode("ascii") for n in names)
+            begins = tuple(p.encode("ascii") for p in prefixes)
+            found = plain_lines.measured_as(self.raw, starts, ends, spelt, begins)
+            return np.frombuffer(found, np.bool_)
+        return self.numpy_measured_as(names)
+
+    def numpy_measured_as(self, names: Collection[str]) -> np.ndarray:
+        """:meth:`measured_as` with numpy: a line whose head's first 8 bytes are those of a
+        name is checked as a str; the others cannot match."""
         found = np.zeros(len(self.lines), bool)
         # (Where a line is not UTF-8 its bytes are not its text's: only ASCII names are sure.)
         if len(self.raw) < 8 or not all(name.isascii() for name in names):

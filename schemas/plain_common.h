@@ -50,5 +50,6 @@ static inline uint64_t fnv1a(const char *s, Py_ssize_t n, uint64_t h) {
 PyObject *plain_line_ends(PyObject *module, PyObject *args);
 PyObject *plain_stamps(PyObject *module, PyObject *args);
 PyObject *plain_line_heads(PyObject *module, PyObject *args);
+PyObject *plain_measured_as(PyObject *module, PyObject *args);
 
 #endif

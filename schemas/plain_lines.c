@@ -659,6 +659,8 @@ static PyMethodDef methods[] = {
      "line_ends(raw) -> int64 ends of raw's lines."},
     {"plain_stamps", plain_stamps, METH_VARARGS,
      "plain_stamps(raw, starts, ends) -> int64 stamp of each line, -1 where not plain."},
+    {"measured_as", plain_measured_as, METH_VARARGS,
+     "measured_as(raw, starts, ends, names, prefixes) -> uint8 per line: a foreign measurement."},
     {"line_heads", plain_line_heads, METH_VARARGS,
      "line_heads(raw, starts, ends) -> (int32 code of each line's head, distinct heads)."},
     {NULL, NULL, 0, NULL},

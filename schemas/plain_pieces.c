@@ -1,5 +1,6 @@
 /* Reads of a replayed piece's lines, over its bytes (schemas/line_file.py: PieceText,
- * PieceLines): where its lines end, each line's plain stamp, each line's head. */
+ * PieceLines): where its lines end, each line's plain stamp, each line's head, which lines are
+ * of a foreign measurement. */
 #include "plain_common.h"
 
 /* line_ends(raw): where each "\n" of raw stands, then len(raw): the ends of its lines. */
@@ -153,3 +154,58 @@ done:
     return result;
 }
 
+
+/* measured_as(raw, starts, ends, names, prefixes): per line, 1 where its measurement (its bytes
+ * up to the first comma or space) is one of names or starts with one of prefixes (tuples of
+ * bytes: ASCII, so that a line's bytes match them where its text does). */
+PyObject *plain_measured_as(PyObject *module, PyObject *args) {
+    Py_buffer raw, starts, ends;
+    PyObject *names, *prefixes, *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*O!O!:measured_as", &raw, &starts, &ends, &PyTuple_Type,
+                          &names, &PyTuple_Type, &prefixes))
+        return NULL;
+    Py_ssize_t count = starts.len / 8, n_names = PyTuple_GET_SIZE(names),
+               n_prefixes = PyTuple_GET_SIZE(prefixes);
+    const char *data = raw.buf;
+    const int64_t *start = starts.buf, *end = ends.buf;
+    for (Py_ssize_t j = 0; j < n_names; j++)
+        if (!PyBytes_Check(PyTuple_GET_ITEM(names, j))) goto not_bytes;
+    for (Py_ssize_t j = 0; j < n_prefixes; j++)
+        if (!PyBytes_Check(PyTuple_GET_ITEM(prefixes, j))) goto not_bytes;
+    if (ends.len != starts.len) {
+        PyErr_SetString(PyExc_ValueError, "measured_as: starts and ends differ in length");
+        goto done;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, count);
+    if (result == NULL) goto done;
+    char *found = PyByteArray_AS_STRING(result);
+    for (Py_ssize_t p = 0; p < count; p++) {
+        if (start[p] < 0 || start[p] > end[p] || end[p] > raw.len) {
+            Py_CLEAR(result);
+            PyErr_SetString(PyExc_ValueError, "measured_as: a line outside the bytes");
+            goto done;
+        }
+        const char *s = data + start[p];
+        Py_ssize_t n = (Py_ssize_t)(end[p] - start[p]), m = 0;
+        while (m < n && s[m] != ',' && s[m] != ' ') m++;
+        int match = 0;
+        for (Py_ssize_t j = 0; !match && j < n_names; j++) {
+            PyObject *name = PyTuple_GET_ITEM(names, j);
+            match = PyBytes_GET_SIZE(name) == m && memcmp(PyBytes_AS_STRING(name), s, m) == 0;
+        }
+        for (Py_ssize_t j = 0; !match && j < n_prefixes; j++) {
+            PyObject *prefix = PyTuple_GET_ITEM(prefixes, j);
+            Py_ssize_t size = PyBytes_GET_SIZE(prefix);
+            match = size <= m && memcmp(PyBytes_AS_STRING(prefix), s, size) == 0;
+        }
+        found[p] = (char)match;
+    }
+    goto done;
+not_bytes:
+    PyErr_SetString(PyExc_TypeError, "measured_as: names and prefixes are tuples of bytes");
+done:
+    PyBuffer_Release(&raw);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    return result;
+}

@@ -10,6 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from reflex_localize.schemas.codec import Point, PointError, decode, encode
+from reflex_localize.schemas.foreign_mapping import load_foreign_mapping
 from reflex_localize.schemas.line_decoder_compiled import compiled_available
 from reflex_localize.schemas.line_file import (
     PieceLines,
@@ -110,7 +111,7 @@ def test_data_lines_read_in_pieces_as_line_by_line(tmp_path: Path) -> None:
 
 _HOSTILE_BYTES = st.lists(
     st.sampled_from([b"\n", b"\r", b"\r\n", b" ", b"#", b"0", b"7", b"12", b"m,a=1 f=1 ", b"\xff",
-                     "\u00e9".encode(), b"\x00", b"nvidia_smi,", b"+"]),
+                     "\u00e9".encode(), b"\x00", b"nvidia_smi,", b"+", b"DCGM_FI_X ", b"DCGM_F"]),
     max_size=60,
 )  # fmt: skip
 
@@ -159,5 +160,9 @@ def test_a_piece_reads_stamps_and_heads_as_each_line_does(parts: list[bytes]) ->
         expected_heads = [line[: line.find(" ") + 1] if " " in line else line for line in lines]
         assert [heads[code] for code in codes.tolist()] == expected_heads
     names = {"nvidia_smi", "m", "7", "#", "nvidia_smi_longer"}
-    for line, found in zip(lines, piece.measured_as(names).tolist(), strict=True):
-        assert found == (line.partition(",")[0].partition(" ")[0] in names), line
+    foreign = load_foreign_mapping().names()  # a set of names and a prefix
+    for reading in (piece, lazy):
+        for wanted in (names, foreign):
+            for found in (reading.measured_as(wanted), reading.numpy_measured_as(wanted)):
+                for line, one in zip(lines, found.tolist(), strict=True):
+                    assert one == (line.partition(",")[0].partition(" ")[0] in wanted), line
