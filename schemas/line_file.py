@@ -353,11 +353,10 @@ class PieceLines:
             codes, heads = plain_lines.line_heads(self.raw, starts, ends)
             return np.frombuffer(codes, np.int32), [h.decode("utf-8", "replace") for h in heads]
         found: dict[str, int] = {}
-        for line in self.lines:
-            space = line.find(" ")
-            found.setdefault(line if space < 0 else line[: space + 1], len(found))
         codes = [
-            found[line if (space := line.find(" ")) < 0 else line[: space + 1]]
+            found.setdefault(
+                line if (space := line.find(" ")) < 0 else line[: space + 1], len(found)
+            )
             for line in self.lines
         ]
         return np.array(codes, np.int32), list(found)

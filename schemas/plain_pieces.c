@@ -3,6 +3,23 @@
  * of a foreign measurement. */
 #include "plain_common.h"
 
+/* Whether starts and ends (int64) are of one length and every line [start, end) lies within
+ * raw; else a ValueError naming the function, and 0. */
+static int lines_inside(const Py_buffer *raw, const Py_buffer *starts, const Py_buffer *ends,
+                        const char *function) {
+    const int64_t *start = starts->buf, *end = ends->buf;
+    if (ends->len != starts->len) {
+        PyErr_Format(PyExc_ValueError, "%s: starts and ends differ in length", function);
+        return 0;
+    }
+    for (Py_ssize_t p = 0; p < starts->len / 8; p++)
+        if (start[p] < 0 || start[p] > end[p] || end[p] > raw->len) {
+            PyErr_Format(PyExc_ValueError, "%s: a line outside the bytes", function);
+            return 0;
+        }
+    return 1;
+}
+
 /* line_ends(raw): where each "\n" of raw stands, then len(raw): the ends of its lines. */
 PyObject *plain_line_ends(PyObject *module, PyObject *args) {
     Py_buffer raw;
@@ -39,21 +56,13 @@ PyObject *plain_stamps(PyObject *module, PyObject *args) {
     const unsigned char *data = raw.buf;
     const int64_t *start = starts.buf, *end = ends.buf;
     PyObject *result = NULL;
-    if (ends.len != starts.len) {
-        PyErr_SetString(PyExc_ValueError, "plain_stamps: starts and ends differ in length");
-        goto done;
-    }
+    if (!lines_inside(&raw, &starts, &ends, "plain_stamps")) goto done;
     result = PyByteArray_FromStringAndSize(NULL, 8 * count);
     if (result == NULL) goto done;
     int64_t *stamps = (int64_t *)PyByteArray_AS_STRING(result);
     for (Py_ssize_t p = 0; p < count; p++) {
         int64_t first = start[p], at = end[p];
         stamps[p] = -1;
-        if (first < 0 || first > at || at > raw.len) {
-            Py_CLEAR(result);
-            PyErr_SetString(PyExc_ValueError, "plain_stamps: a line outside the bytes");
-            goto done;
-        }
         uint64_t value = 0, scale = 1;
         int digits = 0;
         while (at > first && data[at - 1] >= '0' && data[at - 1] <= '9' && digits < 20) {
@@ -89,10 +98,7 @@ PyObject *plain_line_heads(PyObject *module, PyObject *args) {
     uint64_t *hashes = NULL;
     const char **spelt = NULL;
     Py_ssize_t *lengths = NULL;
-    if (ends.len != starts.len) {
-        PyErr_SetString(PyExc_ValueError, "line_heads: starts and ends differ in length");
-        goto done;
-    }
+    if (!lines_inside(&raw, &starts, &ends, "line_heads")) goto done;
     while (size < 2 * count) size *= 2;
     slots = malloc(sizeof(Py_ssize_t) * (size_t)size);
     hashes = malloc(sizeof(uint64_t) * (size_t)(count + 1));
@@ -108,10 +114,6 @@ PyObject *plain_line_heads(PyObject *module, PyObject *args) {
     for (Py_ssize_t i = 0; i < size; i++) slots[i] = -1;
     int32_t *code_of = (int32_t *)PyByteArray_AS_STRING(codes);
     for (Py_ssize_t p = 0; p < count; p++) {
-        if (start[p] < 0 || start[p] > end[p] || end[p] > raw.len) {
-            PyErr_SetString(PyExc_ValueError, "line_heads: a line outside the bytes");
-            goto done;
-        }
         const char *s = data + start[p];
         Py_ssize_t n = (Py_ssize_t)(end[p] - start[p]);
         const char *space = memchr(s, ' ', (size_t)n);
@@ -172,19 +174,11 @@ PyObject *plain_measured_as(PyObject *module, PyObject *args) {
         if (!PyBytes_Check(PyTuple_GET_ITEM(names, j))) goto not_bytes;
     for (Py_ssize_t j = 0; j < n_prefixes; j++)
         if (!PyBytes_Check(PyTuple_GET_ITEM(prefixes, j))) goto not_bytes;
-    if (ends.len != starts.len) {
-        PyErr_SetString(PyExc_ValueError, "measured_as: starts and ends differ in length");
-        goto done;
-    }
+    if (!lines_inside(&raw, &starts, &ends, "measured_as")) goto done;
     result = PyByteArray_FromStringAndSize(NULL, count);
     if (result == NULL) goto done;
     char *found = PyByteArray_AS_STRING(result);
     for (Py_ssize_t p = 0; p < count; p++) {
-        if (start[p] < 0 || start[p] > end[p] || end[p] > raw.len) {
-            Py_CLEAR(result);
-            PyErr_SetString(PyExc_ValueError, "measured_as: a line outside the bytes");
-            goto done;
-        }
         const char *s = data + start[p];
         Py_ssize_t n = (Py_ssize_t)(end[p] - start[p]), m = 0;
         while (m < n && s[m] != ',' && s[m] != ' ') m++;

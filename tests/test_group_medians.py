@@ -16,7 +16,7 @@ _VALUES = st.floats(
 ) | st.sampled_from([0.0, 1.0, 2.0, 3.0, float("inf"), -float("inf"), float("nan")])
 
 
-def _one_group_at_a_time(
+def one_group_at_a_time(
     values: np.ndarray, groups: np.ndarray, floors: np.ndarray, scales: np.ndarray | None
 ) -> np.ndarray:
     expected = np.full(values.shape, np.nan)
@@ -45,7 +45,7 @@ def test_group_medians_are_those_of_each_group_alone(
     scales = np.array([[abs(s), 0.5, abs(s) / 3] for _, s, _ in rows]) if pooled else None
     groups = np.array([f"g{g}" for _, _, g in rows], object)
     floors = np.array([0.01, 0.0, 0.02])
-    expected = _one_group_at_a_time(values, groups, floors, scales)
+    expected = one_group_at_a_time(values, groups, floors, scales)
     with np.errstate(invalid="ignore", divide="ignore"):
         got = peer_deviation(values, groups, floors, pooled_scale=scales)
     assert got.tobytes() == expected.tobytes()

@@ -11,8 +11,9 @@ import struct
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
+from test_group_medians import one_group_at_a_time
 
-from reflex_localize.flows.judge.detectors import nan_median, peer_deviation
+from reflex_localize.flows.judge.detectors import peer_deviation
 from reflex_localize.flows.judge.step_peers import _faster_half, _median, role_ratios
 
 _TIMES = st.floats(min_value=1e-6, max_value=1e6, allow_nan=False, allow_infinity=False)
@@ -65,16 +66,8 @@ def test_peer_deviation_is_that_of_one_median_at_a_time(
     scales = np.array([[s, s / 3] for _, s, _ in rows])
     groups = np.array([str(g) for _, _, g in rows], object)
     floors = np.array([0.01, 0.02])
-    expected = np.full(values.shape, np.nan)  # the reference: three medians, one at a time
-    for group in np.unique(groups).tolist():
-        members = np.flatnonzero(groups == group)
-        if len(members) < 4:
-            continue
-        block = values[members]
-        center = nan_median(block)
-        spread = np.fmax(1.4826 * nan_median(np.abs(block - center)), floors)
-        spread = np.fmax(spread, nan_median(scales[members]))
-        expected[members] = (block - center) / spread
+    # The reference: three medians, one group at a time.
+    expected = one_group_at_a_time(values, groups, floors, scales)
     assert (
         peer_deviation(values, groups, floors, pooled_scale=scales).tobytes() == expected.tobytes()
     )

@@ -27,26 +27,12 @@ import numpy as np
 from reflex_localize.schemas.line_file import Bytes, PieceText
 
 
-class _Span:
-    """Lines of one piece: its bytes and where each line starts and ends in them."""
-
-    __slots__ = ("ends", "raw", "starts")
-
-    def __init__(self, raw: Bytes, starts: np.ndarray, ends: np.ndarray) -> None:
-        self.raw, self.starts, self.ends = raw, starts, ends
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def line(self, row: int) -> str:
-        return str(self.raw[int(self.starts[row]) : int(self.ends[row])], "utf-8", "replace")
-
-
 class WindowLines(Sequence[str]):
-    """A window's lines: spans of pieces and lists of str, one after another."""
+    """A window's lines: spans of pieces (each a :class:`PieceText` of some of a piece's
+    lines) and lists of str, one after another."""
 
     def __init__(self) -> None:
-        self._chunks: list[_Span | list[str]] = []
+        self._chunks: list[PieceText | list[str]] = []
         self._firsts: list[int] = []  # each chunk's first line's index
         self._count = 0
 
@@ -65,7 +51,7 @@ class WindowLines(Sequence[str]):
     def extend_run(self, piece: PieceText | Sequence[str], at: int, end: int) -> None:
         """Lines ``at:end`` of a piece."""
         if isinstance(piece, PieceText):
-            self._add(_Span(piece.raw, piece.starts[at:end], piece.ends[at:end]))
+            self._add(PieceText(piece.raw, piece.starts[at:end], piece.ends[at:end]))
         else:
             self._add(list(piece[at:end]))
 
@@ -74,7 +60,7 @@ class WindowLines(Sequence[str]):
         if not len(rows):
             return
         if isinstance(piece, PieceText):
-            self._add(_Span(piece.raw, piece.starts[rows], piece.ends[rows]))
+            self._add(PieceText(piece.raw, piece.starts[rows], piece.ends[rows]))
         else:
             self._add([piece[row] for row in rows.tolist()])
 
@@ -92,7 +78,7 @@ class WindowLines(Sequence[str]):
         index: dict[int, int] = {}
         which, starts, ends = [], [], []
         for chunk in self._chunks:
-            if isinstance(chunk, _Span):
+            if isinstance(chunk, PieceText):
                 number = index.setdefault(id(chunk.raw), len(raws))
                 if number == len(raws):
                     raws.append(chunk.raw)
@@ -125,16 +111,13 @@ class WindowLines(Sequence[str]):
             raise IndexError("window line index out of range")
         number = bisect.bisect_right(self._firsts, index) - 1
         chunk, row = self._chunks[number], index - self._firsts[number]
-        return chunk[row] if isinstance(chunk, list) else chunk.line(row)
+        return chunk[row]
 
     def __iter__(self) -> Iterator[str]:
         for chunk in self._chunks:
-            if isinstance(chunk, list):
-                yield from chunk
-            else:
-                yield from (chunk.line(row) for row in range(len(chunk)))
+            yield from chunk
 
-    def _add(self, chunk: _Span | list[str]) -> None:
+    def _add(self, chunk: PieceText | list[str]) -> None:
         self._firsts.append(self._count)
         self._chunks.append(chunk)
         self._count += len(chunk)
